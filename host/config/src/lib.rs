@@ -1,0 +1,16 @@
+//! The pipeline model: what clusters exist, which flows run between them, and which plugins name
+//! their topics. A [`Pipeline`] is parsed and fully validated before anything starts; every error
+//! names the file, line and key.
+
+mod duration;
+mod error;
+mod model;
+mod raw;
+mod topics;
+
+pub use duration::parse_duration;
+pub use error::ConfigError;
+pub use model::{
+    ClientRole, Cluster, Flow, Pipeline, PluginLocation, PluginSpec, BUILTIN_POLICIES,
+};
+pub use topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};

@@ -1,0 +1,605 @@
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use crate::duration::parse_duration;
+use crate::error::{ConfigError, Locator};
+use crate::raw::{RawCluster, RawFlow, RawPipeline, RawPlugin};
+use crate::topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};
+
+/// Names of the policies embedded in the binary.
+pub const BUILTIN_POLICIES: &[&str] = &["builtin:default", "builtin:identity"];
+
+/// Client properties refract sets itself; a pipeline may not override them.
+const RESERVED_CLIENT_KEYS: &[&str] = &[
+    "bootstrap.servers",
+    "enable.idempotence",
+    "acks",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "group.id",
+];
+
+/// A validated pipeline: clusters and the flows between them.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// Clusters by alias.
+    pub clusters: BTreeMap<String, Cluster>,
+    /// Enabled flows, in file order.
+    pub flows: Vec<Flow>,
+}
+
+/// One Kafka cluster and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// The alias used in flows and remote topic names.
+    pub alias: String,
+    /// `bootstrap.servers`.
+    pub bootstrap: String,
+    client: BTreeMap<String, String>,
+    consumer: BTreeMap<String, String>,
+    producer: BTreeMap<String, String>,
+    admin: BTreeMap<String, String>,
+}
+
+/// Which kind of client a librdkafka configuration is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientRole {
+    /// Reads records.
+    Consumer,
+    /// Writes records.
+    Producer,
+    /// Creates topics, reads metadata.
+    Admin,
+}
+
+impl Cluster {
+    /// librdkafka properties for a client of `role`: bootstrap, then `client`, then the
+    /// role's own table (later wins).
+    pub fn client_config(&self, role: ClientRole) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        out.insert("bootstrap.servers".to_string(), self.bootstrap.clone());
+        out.extend(self.client.clone());
+        let specific = match role {
+            ClientRole::Consumer => &self.consumer,
+            ClientRole::Producer => &self.producer,
+            ClientRole::Admin => &self.admin,
+        };
+        out.extend(specific.clone());
+        out
+    }
+}
+
+/// One directed replication flow `source -> target`.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    /// Source cluster alias.
+    pub source: String,
+    /// Target cluster alias.
+    pub target: String,
+    /// Which source topics are mirrored.
+    pub topics: TopicFilter,
+    /// Names remote topics.
+    pub policy: PluginSpec,
+    /// How often source topics and partitions are rediscovered.
+    pub refresh_topics_interval: Duration,
+    /// How often the acknowledged source position is committed.
+    pub commit_interval: Duration,
+    /// Replication factor for remote topics refract creates (-1: the broker's default).
+    pub replication_factor: i32,
+    /// Mirror heartbeats topics even when the topic filter does not include them (MM2 default).
+    pub heartbeats_replication: bool,
+}
+
+impl Flow {
+    /// `source->target`, as MirrorMaker 2 writes it.
+    pub fn name(&self) -> String {
+        format!("{}->{}", self.source, self.target)
+    }
+}
+
+/// Where a plugin comes from and the config its `init` receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// Built-in name or file.
+    pub location: PluginLocation,
+    /// The plugin's config table as TOML text (empty when none).
+    pub config: String,
+    /// Where in the pipeline it was declared, e.g. `flow[0].policy`.
+    pub key: String,
+}
+
+/// A plugin embedded in the binary or a `.wasm` component file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginLocation {
+    /// `builtin:<name>`.
+    Builtin(String),
+    /// A component file, resolved against the pipeline file's folder.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for PluginLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginLocation::Builtin(name) => write!(f, "{name}"),
+            PluginLocation::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl PluginSpec {
+    /// A built-in policy with no config.
+    pub fn builtin(name: &str, key: &str) -> Self {
+        Self {
+            location: PluginLocation::Builtin(name.to_string()),
+            config: String::new(),
+            key: key.to_string(),
+        }
+    }
+}
+
+impl Pipeline {
+    /// Reads and validates a pipeline file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.to_path_buf(),
+            line: None,
+            key: String::new(),
+            message: format!("cannot read the pipeline file: {e}"),
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Validates pipeline text; `path` names it in errors and anchors relative plugin paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let loc = Locator::new(path.to_path_buf(), text);
+        let raw: RawPipeline = toml::from_str(text).map_err(|e| {
+            let key = e
+                .message()
+                .split('`')
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            loc.error(e.span(), key, e.message().trim().to_string())
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Builder { loc: &loc, base }.pipeline(raw)
+    }
+
+    /// The flows whose target is one of `targets` (MM2's `--clusters`); all flows when empty.
+    pub fn flows_for_targets(&self, targets: &[String]) -> Vec<&Flow> {
+        self.flows
+            .iter()
+            .filter(|f| targets.is_empty() || targets.contains(&f.target))
+            .collect()
+    }
+}
+
+struct Builder<'a> {
+    loc: &'a Locator,
+    base: PathBuf,
+}
+
+impl Builder<'_> {
+    fn err<T>(
+        &self,
+        span: std::ops::Range<usize>,
+        key: String,
+        msg: String,
+    ) -> Result<T, ConfigError> {
+        Err(self.loc.error(Some(span), key, msg))
+    }
+
+    fn pipeline(&self, raw: RawPipeline) -> Result<Pipeline, ConfigError> {
+        if raw.clusters.is_empty() {
+            return Err(self.loc.error(
+                None,
+                "clusters",
+                "no clusters are defined; add a [clusters.<alias>] table",
+            ));
+        }
+        let mut clusters = BTreeMap::new();
+        for (alias, cluster) in raw.clusters {
+            let c = self.cluster(&alias, cluster)?;
+            clusters.insert(c.alias.clone(), c);
+        }
+        if raw.flow.is_empty() {
+            return Err(self
+                .loc
+                .error(None, "flow", "no flows are defined; add a [[flow]] table"));
+        }
+        let mut flows: Vec<Flow> = Vec::new();
+        for (i, flow) in raw.flow.into_iter().enumerate() {
+            let span = flow.span();
+            let Some(f) = self.flow(i, flow.into_inner(), &clusters)? else {
+                continue;
+            };
+            if flows
+                .iter()
+                .any(|o| o.source == f.source && o.target == f.target)
+            {
+                return self.err(
+                    span,
+                    format!("flow[{i}]"),
+                    format!("flow {} is defined twice", f.name()),
+                );
+            }
+            flows.push(f);
+        }
+        Ok(Pipeline {
+            file: self.loc.file.clone(),
+            clusters,
+            flows,
+        })
+    }
+
+    fn cluster(
+        &self,
+        alias: &Spanned<String>,
+        raw: Spanned<RawCluster>,
+    ) -> Result<Cluster, ConfigError> {
+        let name = alias.get_ref().clone();
+        let key = format!("clusters.{name}");
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',' || c == '>') {
+            return self.err(
+                alias.span(),
+                key,
+                "a cluster alias must be non-empty without spaces, ',' or '>'".into(),
+            );
+        }
+        let raw = raw.into_inner();
+        if raw.bootstrap.get_ref().trim().is_empty() {
+            return self.err(
+                raw.bootstrap.span(),
+                format!("{key}.bootstrap"),
+                "bootstrap is empty; give host:port[,host:port]".into(),
+            );
+        }
+        Ok(Cluster {
+            alias: name,
+            bootstrap: raw.bootstrap.into_inner(),
+            client: self.client_table(&format!("{key}.client"), raw.client)?,
+            consumer: self.client_table(&format!("{key}.consumer"), raw.consumer)?,
+            producer: self.client_table(&format!("{key}.producer"), raw.producer)?,
+            admin: self.client_table(&format!("{key}.admin"), raw.admin)?,
+        })
+    }
+
+    fn client_table(
+        &self,
+        key: &str,
+        table: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (k, v) in table {
+            let name = k.get_ref().clone();
+            let full = format!("{key}.\"{name}\"");
+            if RESERVED_CLIENT_KEYS.contains(&name.as_str()) {
+                let hint = if name == "bootstrap.servers" {
+                    "set the cluster's `bootstrap` instead"
+                } else {
+                    "refract sets it itself (idempotent producer, acks=all, manual commits)"
+                };
+                return self.err(
+                    k.span(),
+                    full,
+                    format!("`{name}` cannot be set here: {hint}"),
+                );
+            }
+            let span = v.span();
+            let value = match v.into_inner() {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Float(n) => n.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return self.err(
+                        span,
+                        full,
+                        format!(
+                            "librdkafka properties are strings, numbers or booleans, not {}",
+                            other.type_str()
+                        ),
+                    );
+                }
+            };
+            out.insert(name, value);
+        }
+        Ok(out)
+    }
+
+    fn flow(
+        &self,
+        i: usize,
+        raw: RawFlow,
+        clusters: &BTreeMap<String, Cluster>,
+    ) -> Result<Option<Flow>, ConfigError> {
+        let key = format!("flow[{i}]");
+        for (field, alias) in [("source", &raw.source), ("target", &raw.target)] {
+            if !clusters.contains_key(alias.get_ref()) {
+                let known: Vec<&str> = clusters.keys().map(String::as_str).collect();
+                return self.err(
+                    alias.span(),
+                    format!("{key}.{field}"),
+                    format!(
+                        "unknown cluster `{}` (defined: {})",
+                        alias.get_ref(),
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+        if raw.source.get_ref() == raw.target.get_ref() {
+            return self.err(
+                raw.target.span(),
+                format!("{key}.target"),
+                format!(
+                    "a flow cannot mirror cluster `{}` into itself",
+                    raw.source.get_ref()
+                ),
+            );
+        }
+        let include = match raw.topics {
+            Some(list) => self.patterns(&format!("{key}.topics"), list)?,
+            None => self.patterns(
+                &format!("{key}.topics"),
+                vec![Spanned::new(0..0, ".*".to_string())],
+            )?,
+        };
+        let exclude = match raw.topics_exclude {
+            Some(list) => self.patterns(&format!("{key}.topics_exclude"), list)?,
+            None => PatternList::new(
+                DEFAULT_TOPICS_EXCLUDE
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            )
+            .map_err(|(_, e)| self.loc.error(None, format!("{key}.topics_exclude"), e))?,
+        };
+        let policy = match raw.policy {
+            Some(p) => self.plugin(&format!("{key}.policy"), p, BUILTIN_POLICIES)?,
+            None => PluginSpec::builtin("builtin:default", &format!("{key}.policy")),
+        };
+        let refresh_topics_interval = self.duration(
+            &format!("{key}.refresh_topics_interval"),
+            raw.refresh_topics_interval,
+            "30s",
+        )?;
+        let commit_interval =
+            self.duration(&format!("{key}.commit_interval"), raw.commit_interval, "5s")?;
+        let replication_factor = match raw.replication_factor {
+            None => -1,
+            Some(rf) => match i32::try_from(*rf.get_ref()) {
+                Ok(n) if n == -1 || n >= 1 => n,
+                _ => {
+                    return self.err(
+                        rf.span(),
+                        format!("{key}.replication_factor"),
+                        "must be -1 (broker default) or at least 1".into(),
+                    );
+                }
+            },
+        };
+        if raw.enabled == Some(false) {
+            return Ok(None);
+        }
+        Ok(Some(Flow {
+            source: raw.source.into_inner(),
+            target: raw.target.into_inner(),
+            topics: TopicFilter { include, exclude },
+            policy,
+            refresh_topics_interval,
+            commit_interval,
+            replication_factor,
+            heartbeats_replication: raw.heartbeats_replication.unwrap_or(true),
+        }))
+    }
+
+    fn patterns(&self, key: &str, list: Vec<Spanned<String>>) -> Result<PatternList, ConfigError> {
+        let spans: Vec<_> = list.iter().map(|s| s.span()).collect();
+        PatternList::new(list.into_iter().map(Spanned::into_inner).collect()).map_err(|(i, e)| {
+            let span = spans.get(i).cloned().filter(|s| !s.is_empty());
+            let first = e.lines().last().unwrap_or(&e).trim().to_string();
+            self.loc.error(
+                span,
+                format!("{key}[{i}]"),
+                format!("invalid regex: {first}"),
+            )
+        })
+    }
+
+    fn duration(
+        &self,
+        key: &str,
+        raw: Option<Spanned<String>>,
+        default: &str,
+    ) -> Result<Duration, ConfigError> {
+        let (span, text) = match raw {
+            Some(s) => (Some(s.span()), s.into_inner()),
+            None => (None, default.to_string()),
+        };
+        match parse_duration(&text) {
+            Ok(d) if d.is_zero() => Err(self.loc.error(span, key, "must be greater than zero")),
+            Ok(d) => Ok(d),
+            Err(e) => Err(self.loc.error(span, key, e)),
+        }
+    }
+
+    fn plugin(
+        &self,
+        key: &str,
+        raw: Spanned<RawPlugin>,
+        builtins: &[&str],
+    ) -> Result<PluginSpec, ConfigError> {
+        let raw = raw.into_inner();
+        let name = raw.plugin.get_ref().trim().to_string();
+        let location = if name.starts_with("builtin:") {
+            if !builtins.contains(&name.as_str()) {
+                return self.err(
+                    raw.plugin.span(),
+                    format!("{key}.plugin"),
+                    format!(
+                        "unknown built-in plugin `{name}` (built-ins: {})",
+                        builtins.join(", ")
+                    ),
+                );
+            }
+            PluginLocation::Builtin(name)
+        } else {
+            let path = self.base.join(&name);
+            if !path.is_file() {
+                return self.err(
+                    raw.plugin.span(),
+                    format!("{key}.plugin"),
+                    format!("plugin file `{}` does not exist", path.display()),
+                );
+            }
+            PluginLocation::File(path)
+        };
+        let config = match raw.config {
+            None => String::new(),
+            Some(table) => toml::to_string(&table).map_err(|e| {
+                self.loc.error(
+                    Some(raw.plugin.span()),
+                    format!("{key}.config"),
+                    e.to_string(),
+                )
+            })?,
+        };
+        Ok(PluginSpec {
+            location,
+            config,
+            key: key.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[clusters.a]
+bootstrap = "127.0.0.1:9092"
+[clusters.a.client]
+"socket.timeout.ms" = 3000
+"client.id" = "x"
+[clusters.a.consumer]
+"auto.offset.reset" = "earliest"
+
+[clusters.b]
+bootstrap = "127.0.0.1:9093"
+
+[[flow]]
+source = "a"
+target = "b"
+topics = ["orders", "pay.*"]
+policy = { plugin = "builtin:identity", config = { separator = "_" } }
+refresh_topics_interval = "2s"
+
+[[flow]]
+source = "b"
+target = "a"
+"#;
+
+    fn parse(text: &str) -> Result<Pipeline, ConfigError> {
+        Pipeline::parse(Path::new("/tmp/p.toml"), text)
+    }
+
+    #[test]
+    fn parses_a_good_pipeline() {
+        let p = parse(GOOD).unwrap();
+        assert_eq!(p.flows.len(), 2);
+        let f = &p.flows[0];
+        assert_eq!(f.name(), "a->b");
+        assert!(f.topics.should_replicate("orders"));
+        assert!(f.topics.should_replicate("payments"));
+        assert!(!f.topics.should_replicate("orders-v1"));
+        assert_eq!(f.refresh_topics_interval, Duration::from_secs(2));
+        assert_eq!(
+            f.policy.location,
+            PluginLocation::Builtin("builtin:identity".into())
+        );
+        assert_eq!(f.policy.config.trim(), "separator = \"_\"");
+        let back = &p.flows[1];
+        assert_eq!(
+            back.policy.location,
+            PluginLocation::Builtin("builtin:default".into())
+        );
+        assert_eq!(back.refresh_topics_interval, Duration::from_secs(30));
+        assert!(!back.topics.should_replicate("__consumer_offsets"));
+        let cfg = p.clusters["a"].client_config(ClientRole::Consumer);
+        assert_eq!(cfg["bootstrap.servers"], "127.0.0.1:9092");
+        assert_eq!(cfg["socket.timeout.ms"], "3000");
+        assert_eq!(cfg["auto.offset.reset"], "earliest");
+        assert!(!p.clusters["a"]
+            .client_config(ClientRole::Producer)
+            .contains_key("auto.offset.reset"));
+        assert_eq!(p.flows_for_targets(&["a".into()]).len(), 1);
+        assert_eq!(p.flows_for_targets(&[]).len(), 2);
+    }
+
+    /// Each bad pipeline gives an error naming the line and key.
+    #[test]
+    fn bad_pipelines_name_line_and_key() {
+        let cases: &[(&str, &str, usize, &str)] = &[
+            ("unknown key", "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopicz = [\"x\"]\n", 17, "topicz"),
+            ("bad regex", "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"ok\", \"(\"]\n", 17, "flow[0].topics[1]"),
+            ("unknown alias", "[[flow]]\nsource = \"a\"\ntarget = \"c\"\n", 16, "flow[0].target"),
+            ("self flow", "[[flow]]\nsource = \"a\"\ntarget = \"a\"\n", 16, "flow[0].target"),
+            ("missing plugin", "[[flow]]\nsource = \"a\"\ntarget = \"b\"\npolicy = { plugin = \"nope/missing.wasm\" }\n", 17, "flow[0].policy.plugin"),
+            ("unknown builtin", "[[flow]]\nsource = \"a\"\ntarget = \"b\"\npolicy = { plugin = \"builtin:nope\" }\n", 17, "flow[0].policy.plugin"),
+            ("bad duration", "[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"30\"\n", 17, "flow[0].refresh_topics_interval"),
+            ("reserved client key", "[[flow]]\nsource = \"a\"\ntarget = \"b\"\n[clusters.a.producer]\nacks = \"1\"\n", 18, "clusters.a.producer.\"acks\""),
+        ];
+        let head = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n\n\n\n\n\n\n\n\n\n";
+        assert_eq!(head.lines().count(), 13);
+        for (name, body, line, key) in cases {
+            let err = parse(&format!("{head}{body}")).expect_err(name);
+            assert_eq!(err.line, Some(*line), "{name}: {err}");
+            assert!(
+                err.key == *key || err.to_string().contains(key),
+                "{name}: {err}"
+            );
+            assert!(err.to_string().starts_with("/tmp/p.toml:"), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn duplicate_flow_and_empty_pipeline_are_errors() {
+        let dup = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
+        let err = parse(dup).unwrap_err();
+        assert!(err.message.contains("defined twice"), "{err}");
+        assert_eq!(err.line, Some(8));
+        let err = parse("").unwrap_err();
+        assert_eq!(err.key, "clusters");
+    }
+
+    #[test]
+    fn plugin_paths_resolve_against_the_pipeline_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("p.wasm"), b"\0asm").unwrap();
+        let text = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\npolicy = { plugin = \"p.wasm\", config = { rules = [{ match = \"a\", replace = \"b\" }] } }\n";
+        let path = dir.path().join("pipeline.toml");
+        std::fs::write(&path, text).unwrap();
+        let p = Pipeline::load(&path).unwrap();
+        assert_eq!(
+            p.flows[0].policy.location,
+            PluginLocation::File(dir.path().join("p.wasm"))
+        );
+        let cfg: toml::Table = toml::from_str(&p.flows[0].policy.config).unwrap();
+        assert_eq!(cfg["rules"][0]["replace"].as_str(), Some("b"));
+    }
+
+    #[test]
+    fn disabled_flows_are_skipped() {
+        let text = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\nenabled = false\n[[flow]]\nsource = \"b\"\ntarget = \"a\"\n";
+        let p = parse(text).unwrap();
+        assert_eq!(p.flows.len(), 1);
+        assert_eq!(p.flows[0].name(), "b->a");
+    }
+}

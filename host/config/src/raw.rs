@@ -1,0 +1,51 @@
+//! The pipeline file exactly as written, with spans for error messages.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    #[serde(default)]
+    pub clusters: BTreeMap<Spanned<String>, Spanned<RawCluster>>,
+    #[serde(default)]
+    pub flow: Vec<Spanned<RawFlow>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub bootstrap: Spanned<String>,
+    #[serde(default)]
+    pub client: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    #[serde(default)]
+    pub consumer: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    #[serde(default)]
+    pub producer: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    #[serde(default)]
+    pub admin: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlow {
+    pub source: Spanned<String>,
+    pub target: Spanned<String>,
+    pub enabled: Option<bool>,
+    pub topics: Option<Vec<Spanned<String>>>,
+    pub topics_exclude: Option<Vec<Spanned<String>>>,
+    pub policy: Option<Spanned<RawPlugin>>,
+    pub refresh_topics_interval: Option<Spanned<String>>,
+    pub commit_interval: Option<Spanned<String>>,
+    pub replication_factor: Option<Spanned<i64>>,
+    pub heartbeats_replication: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlugin {
+    pub plugin: Spanned<String>,
+    pub config: Option<toml::Table>,
+}

@@ -1,0 +1,99 @@
+//! librdkafka clients for a flow, configured from the pipeline plus what refract requires.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::types::RDKafkaErrorCode;
+
+use refract_config::{ClientRole, Cluster};
+
+/// How long a metadata or admin request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A librdkafka config for `cluster` in `role`: `defaults`, then the pipeline's settings, then
+/// `forced` (what refract's guarantees depend on).
+pub fn client_config(
+    cluster: &Cluster,
+    role: ClientRole,
+    client_id: &str,
+    defaults: &[(&str, &str)],
+    forced: &[(&str, &str)],
+) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("client.id", client_id);
+    for (k, v) in defaults {
+        config.set(*k, *v);
+    }
+    for (k, v) in cluster.client_config(role) {
+        config.set(k, v);
+    }
+    for (k, v) in forced {
+        config.set(*k, *v);
+    }
+    config
+}
+
+/// Topic names and partition counts of a cluster, skipping topics the broker reports errors for.
+pub fn list_topics(client: &BaseConsumer) -> Result<Vec<(String, i32)>> {
+    let metadata = client
+        .fetch_metadata(None, REQUEST_TIMEOUT)
+        .context("fetching topic metadata")?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| (t.name().to_string(), t.partitions().len() as i32))
+        .collect())
+}
+
+/// Creates a topic with `partitions` partitions; an existing topic is fine.
+pub fn create_topic(
+    admin: &AdminClient<DefaultClientContext>,
+    name: &str,
+    partitions: i32,
+    replication_factor: i32,
+) -> Result<()> {
+    let topic = NewTopic::new(
+        name,
+        partitions,
+        TopicReplication::Fixed(replication_factor),
+    );
+    let options = AdminOptions::new()
+        .operation_timeout(Some(REQUEST_TIMEOUT))
+        .request_timeout(Some(REQUEST_TIMEOUT));
+    let results = futures_executor::block_on(admin.create_topics([&topic], &options))
+        .with_context(|| format!("creating topic {name}"))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((t, code)) => {
+                anyhow::bail!("creating topic {t} with {partitions} partitions: {code}")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Grows a topic to `partitions` partitions.
+pub fn grow_topic(
+    admin: &AdminClient<DefaultClientContext>,
+    name: &str,
+    partitions: i32,
+) -> Result<()> {
+    let request = NewPartitions::new(name, partitions as usize);
+    let options = AdminOptions::new()
+        .operation_timeout(Some(REQUEST_TIMEOUT))
+        .request_timeout(Some(REQUEST_TIMEOUT));
+    let results = futures_executor::block_on(admin.create_partitions([&request], &options))
+        .with_context(|| format!("adding partitions to {name}"))?;
+    for result in results {
+        if let Err((t, code)) = result {
+            anyhow::bail!("growing topic {t} to {partitions} partitions: {code}");
+        }
+    }
+    Ok(())
+}

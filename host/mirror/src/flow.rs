@@ -1,0 +1,583 @@
+//! One running flow: source consumer → policy → target producer, with the source position
+//! committed only up to what the target has acknowledged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, DeliveryResult, Header, Headers, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tracing::{debug, info, warn};
+
+use refract_config::{ClientRole, Cluster, Flow};
+use refract_plugin::{PolicyPlugin, ReplicationPolicy};
+
+use crate::clients::{client_config, create_topic, grow_topic, list_topics, REQUEST_TIMEOUT};
+use crate::planner::{Skip, TopicPlan, TopicPlanner};
+use crate::progress::PartitionProgress;
+
+/// Most records forwarded between two checks of timers and delivery reports.
+const MAX_POLL_BATCH: usize = 1000;
+/// How long shutdown waits for the target to acknowledge what was sent.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Prefix of the commit metadata that records the target position of the last acked record.
+const DOWNSTREAM_META: &str = "refract:downstream=";
+
+/// What a running flow has done, shared with whoever started it.
+#[derive(Debug, Default, Clone)]
+pub struct FlowStatus {
+    /// Source topic → remote topic, for every mirrored topic.
+    pub routes: BTreeMap<String, String>,
+    /// Records handed to the target producer since start.
+    pub records_sent: u64,
+    /// Records that were already on the target past the last commit when the flow (re)started,
+    /// and so are mirrored a second time.
+    pub duplicates: u64,
+    /// Times the flow failed and was restarted.
+    pub restarts: u64,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+}
+
+/// A flow's status, updated while it runs.
+pub type SharedStatus = Arc<Mutex<FlowStatus>>;
+
+/// Locks a mutex, recovering the data if another thread panicked while holding it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The consumer group on the source under which a flow commits its progress.
+pub fn progress_group(flow: &Flow) -> String {
+    format!("refract-{}-{}", flow.source, flow.target)
+}
+
+type Token = Box<(usize, i64)>;
+
+/// Routes delivery reports to the partition progress they belong to.
+struct DeliveryContext {
+    progress: Arc<Mutex<Vec<PartitionProgress>>>,
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Token;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, token: Token) {
+        let (slot, offset) = *token;
+        let mut progress = lock(&self.progress);
+        let Some(p) = progress.get_mut(slot) else {
+            return;
+        };
+        match result {
+            Ok(m) => p.acked(offset, m.offset()),
+            Err((e, _)) => p.failed(offset, e.to_string()),
+        }
+    }
+}
+
+/// One mirrored source partition.
+struct Slot {
+    topic: String,
+    remote: String,
+    partition: i32,
+    /// Next source offset to fetch, once something was read or a commit found.
+    position: Option<i64>,
+    /// Last committed source offset.
+    committed: Option<i64>,
+}
+
+/// Runs one flow until asked to stop.
+pub struct FlowRunner {
+    flow: Flow,
+    source: Cluster,
+    target: Cluster,
+    plugin: Arc<PolicyPlugin>,
+    stop: Arc<AtomicBool>,
+    status: SharedStatus,
+}
+
+struct Clients {
+    consumer: BaseConsumer,
+    target_meta: BaseConsumer,
+    admin: AdminClient<DefaultClientContext>,
+    producer: BaseProducer<DeliveryContext>,
+}
+
+#[derive(Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    by_topic: HashMap<String, Vec<Option<usize>>>,
+}
+
+impl Slots {
+    fn find(&self, topic: &str, partition: i32) -> Option<usize> {
+        self.by_topic
+            .get(topic)?
+            .get(usize::try_from(partition).ok()?)
+            .copied()
+            .flatten()
+    }
+}
+
+impl FlowRunner {
+    /// A runner for `flow` between `source` and `target`, naming topics with `plugin`.
+    pub fn new(
+        flow: Flow,
+        source: Cluster,
+        target: Cluster,
+        plugin: Arc<PolicyPlugin>,
+        stop: Arc<AtomicBool>,
+        status: SharedStatus,
+    ) -> Self {
+        Self {
+            flow,
+            source,
+            target,
+            plugin,
+            stop,
+            status,
+        }
+    }
+
+    /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).
+    pub fn run(&self) -> Result<()> {
+        let name = self.flow.name();
+        let progress = Arc::new(Mutex::new(Vec::new()));
+        let clients = self.connect(&name, progress.clone())?;
+        let mut policy = ReplicationPolicy::new(self.plugin.clone());
+        let planner = TopicPlanner::new(&self.flow);
+        let mut slots = Slots::default();
+        let mut last_plan = TopicPlan::default();
+        let mut next_discovery = Instant::now();
+        let mut next_commit = Instant::now() + self.flow.commit_interval;
+
+        while !self.stop.load(Ordering::Relaxed) {
+            if Instant::now() >= next_discovery {
+                match self.discover(
+                    &clients,
+                    &mut policy,
+                    &planner,
+                    &mut slots,
+                    &progress,
+                    &last_plan,
+                ) {
+                    Ok(plan) => last_plan = plan,
+                    Err(e) => {
+                        warn!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
+                    }
+                }
+                next_discovery = Instant::now() + self.flow.refresh_topics_interval;
+            }
+            self.forward_batch(&clients, &mut slots, &progress)?;
+            clients.producer.poll(Duration::ZERO);
+            if let Some((slot, failure)) = lock(&progress)
+                .iter()
+                .enumerate()
+                .find_map(|(i, p)| p.failure().map(|f| (i, f.to_string())))
+            {
+                let s = &slots.slots[slot];
+                bail!(
+                    "delivery to {}[{}] failed at source {}[{}] {failure}",
+                    s.remote,
+                    s.partition,
+                    s.topic,
+                    s.partition
+                );
+            }
+            if Instant::now() >= next_commit {
+                self.commit(&clients, &mut slots, &progress)?;
+                next_commit = Instant::now() + self.flow.commit_interval;
+            }
+        }
+        info!(flow = %name, "stopping: waiting for the target to acknowledge in-flight records");
+        if let Err(e) = clients.producer.flush(FLUSH_TIMEOUT) {
+            warn!(flow = %name, "not every record was acknowledged before shutdown ({e}); they will be mirrored again on restart");
+        }
+        clients.producer.poll(Duration::ZERO);
+        self.commit(&clients, &mut slots, &progress)?;
+        info!(flow = %name, "stopped");
+        Ok(())
+    }
+
+    fn connect(&self, name: &str, progress: Arc<Mutex<Vec<PartitionProgress>>>) -> Result<Clients> {
+        let id = format!("refract-{}-{}", self.flow.source, self.flow.target);
+        let group = progress_group(&self.flow);
+        let consumer: BaseConsumer = client_config(
+            &self.source,
+            ClientRole::Consumer,
+            &id,
+            &[("auto.offset.reset", "earliest")],
+            &[
+                ("group.id", group.as_str()),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "false"),
+            ],
+        )
+        .create()
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the consumer for source cluster {}",
+                self.source.alias
+            )
+        })?;
+        let target_meta: BaseConsumer =
+            client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the metadata client for target cluster {}",
+                        self.target.alias
+                    )
+                })?;
+        let admin: AdminClient<DefaultClientContext> =
+            client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the admin client for target cluster {}",
+                        self.target.alias
+                    )
+                })?;
+        let producer: BaseProducer<DeliveryContext> = client_config(
+            &self.target,
+            ClientRole::Producer,
+            &id,
+            &[("linger.ms", "5")],
+            &[("enable.idempotence", "true"), ("acks", "all")],
+        )
+        .create_with_context(DeliveryContext { progress })
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the producer for target cluster {}",
+                self.target.alias
+            )
+        })?;
+        Ok(Clients {
+            consumer,
+            target_meta,
+            admin,
+            producer,
+        })
+    }
+
+    /// Lists source topics, plans them, makes sure remote topics exist, and assigns partitions
+    /// that are new to this flow.
+    fn discover(
+        &self,
+        clients: &Clients,
+        policy: &mut ReplicationPolicy,
+        planner: &TopicPlanner,
+        slots: &mut Slots,
+        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        last_plan: &TopicPlan,
+    ) -> Result<TopicPlan> {
+        let name = self.flow.name();
+        let topics = list_topics(&clients.consumer)
+            .with_context(|| format!("listing topics on source cluster {}", self.source.alias))?;
+        let plan = planner.plan(policy, &topics)?;
+        for (topic, skip) in &plan.skipped {
+            if last_plan
+                .skipped
+                .iter()
+                .any(|(t, s)| t == topic && s == skip)
+            {
+                continue;
+            }
+            match skip {
+                Skip::Conflict { with, remote } => {
+                    warn!(flow = %name, "not mirroring {topic}: {with} is already mirrored to {remote}")
+                }
+                Skip::Cycle => {
+                    debug!(flow = %name, "not mirroring {topic}: it came from {} (cycle)", self.flow.target)
+                }
+                other => debug!(flow = %name, "not mirroring {topic}: {other:?}"),
+            }
+        }
+        let target_topics: HashMap<String, i32> = list_topics(&clients.target_meta)
+            .with_context(|| format!("listing topics on target cluster {}", self.target.alias))?
+            .into_iter()
+            .collect();
+        let mut added = Vec::new();
+        for route in &plan.routes {
+            let usable = match target_topics.get(&route.remote_topic) {
+                None => match create_topic(
+                    &clients.admin,
+                    &route.remote_topic,
+                    route.partitions,
+                    self.flow.replication_factor,
+                ) {
+                    Ok(()) => {
+                        info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, self.target.alias, route.partitions);
+                        route.partitions
+                    }
+                    Err(e) => {
+                        warn!(flow = %name, "cannot create {} on {}; {} is not mirrored yet: {e:#}", route.remote_topic, self.target.alias, route.source_topic);
+                        continue;
+                    }
+                },
+                Some(&have) if have < route.partitions => {
+                    match grow_topic(&clients.admin, &route.remote_topic, route.partitions) {
+                        Ok(()) => route.partitions,
+                        Err(e) => {
+                            if slots.by_topic.get(&route.source_topic).map_or(0, Vec::len)
+                                < route.partitions as usize
+                            {
+                                warn!(
+                                    flow = %name,
+                                    "{} has {} partitions on {} but {} has {}; partitions {have}.. wait until the target has them: {e:#}",
+                                    route.remote_topic, have, self.target.alias, route.source_topic, route.partitions
+                                );
+                            }
+                            have
+                        }
+                    }
+                }
+                Some(_) => route.partitions,
+            };
+            if !last_plan
+                .routes
+                .iter()
+                .any(|r| r.source_topic == route.source_topic)
+            {
+                info!(flow = %name, "mirroring {} -> {}", route.source_topic, route.remote_topic);
+            }
+            let entry = slots
+                .by_topic
+                .entry(route.source_topic.clone())
+                .or_default();
+            for partition in 0..usable {
+                let p = partition as usize;
+                if entry.len() <= p {
+                    entry.resize(p + 1, None);
+                }
+                if entry[p].is_none() {
+                    entry[p] = Some(slots.slots.len());
+                    added.push(slots.slots.len());
+                    slots.slots.push(Slot {
+                        topic: route.source_topic.clone(),
+                        remote: route.remote_topic.clone(),
+                        partition,
+                        position: None,
+                        committed: None,
+                    });
+                    lock(progress).push(PartitionProgress::default());
+                }
+            }
+        }
+        lock(&self.status).routes = plan
+            .routes
+            .iter()
+            .map(|r| (r.source_topic.clone(), r.remote_topic.clone()))
+            .collect();
+        if !added.is_empty() {
+            self.resume(clients, slots, &added)?;
+            self.assign(clients, slots)?;
+        }
+        Ok(plan)
+    }
+
+    /// Reads the committed position of newly added partitions and reports how many records past
+    /// it are already on the target (they will be mirrored again).
+    fn resume(&self, clients: &Clients, slots: &mut Slots, added: &[usize]) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for &i in added {
+            tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
+        }
+        let committed = clients
+            .consumer
+            .committed_offsets(tpl, REQUEST_TIMEOUT)
+            .context("reading the flow's committed source positions")?;
+        let mut duplicates = 0u64;
+        for elem in committed.elements() {
+            let Offset::Offset(next) = elem.offset() else {
+                continue;
+            };
+            let Some(i) = slots.find(elem.topic(), elem.partition()) else {
+                continue;
+            };
+            let slot = &mut slots.slots[i];
+            slot.position = Some(next);
+            slot.committed = Some(next);
+            let downstream = elem
+                .metadata()
+                .strip_prefix(DOWNSTREAM_META)
+                .and_then(|d| d.parse::<i64>().ok());
+            if let Some(downstream) = downstream {
+                if let Ok((_, high)) = clients.target_meta.fetch_watermarks(
+                    &slot.remote,
+                    slot.partition,
+                    REQUEST_TIMEOUT,
+                ) {
+                    duplicates += u64::try_from(high - downstream).unwrap_or(0);
+                }
+            }
+            debug!(flow = %self.flow.name(), "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
+        }
+        if duplicates > 0 {
+            warn!(
+                flow = %self.flow.name(),
+                duplicates,
+                "resuming after an unclean stop: {duplicates} records acknowledged by the target after the last commit will be mirrored again (duplicates)"
+            );
+        }
+        lock(&self.status).duplicates += duplicates;
+        Ok(())
+    }
+
+    fn assign(&self, clients: &Clients, slots: &Slots) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for s in &slots.slots {
+            let offset = s.position.map_or(Offset::Invalid, Offset::Offset);
+            tpl.add_partition_offset(&s.topic, s.partition, offset)
+                .with_context(|| format!("assigning {}[{}]", s.topic, s.partition))?;
+        }
+        clients
+            .consumer
+            .assign(&tpl)
+            .context("assigning source partitions")?;
+        Ok(())
+    }
+
+    /// Polls up to one batch from the source and hands it to the producer.
+    fn forward_batch(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+    ) -> Result<()> {
+        let mut timeout = Duration::from_millis(100);
+        let mut sent = 0u64;
+        for _ in 0..MAX_POLL_BATCH {
+            match clients.consumer.poll(timeout) {
+                None => break,
+                Some(Err(e)) => {
+                    warn!(flow = %self.flow.name(), "reading from {}: {e}", self.source.alias);
+                    break;
+                }
+                Some(Ok(msg)) => {
+                    self.forward(clients, slots, progress, &msg)?;
+                    sent += 1;
+                    timeout = Duration::ZERO;
+                }
+            }
+        }
+        if sent > 0 {
+            lock(&self.status).records_sent += sent;
+        }
+        Ok(())
+    }
+
+    fn forward(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        msg: &BorrowedMessage<'_>,
+    ) -> Result<()> {
+        let Some(i) = slots.find(msg.topic(), msg.partition()) else {
+            return Ok(());
+        };
+        let slot = &mut slots.slots[i];
+        let offset = msg.offset();
+        if slot.position.is_some_and(|p| offset < p) {
+            return Ok(()); // already forwarded in this run
+        }
+        let headers = msg.headers().map(|h| {
+            h.iter()
+                .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
+                    acc.insert(Header {
+                        key: hd.key,
+                        value: hd.value,
+                    })
+                })
+        });
+        let mut record: BaseRecord<'_, [u8], [u8], Token> =
+            BaseRecord::with_opaque_to(&slot.remote, Box::new((i, offset)));
+        record.partition = Some(slot.partition);
+        record.key = msg.key();
+        record.payload = msg.payload();
+        record.timestamp = msg.timestamp().to_millis();
+        record.headers = headers;
+        lock(progress)[i].sent(offset);
+        loop {
+            match clients.producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    clients.producer.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => bail!(
+                    "producing {}[{}] offset {offset} to {}: {e}",
+                    slot.topic,
+                    slot.partition,
+                    slot.remote
+                ),
+            }
+        }
+        slot.position = Some(offset + 1);
+        Ok(())
+    }
+
+    /// Commits, per partition, the source offset after the last contiguously acknowledged record.
+    fn commit(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+    ) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        let mut changed = Vec::new();
+        {
+            let progress = lock(progress);
+            for (i, slot) in slots.slots.iter().enumerate() {
+                let Some(next) = progress[i].committable() else {
+                    continue;
+                };
+                if slot.committed == Some(next) {
+                    continue;
+                }
+                tpl.add_partition_offset(&slot.topic, slot.partition, Offset::Offset(next))?;
+                if let (Some(d), Some(mut elem)) = (
+                    progress[i].downstream_next(),
+                    tpl.find_partition(&slot.topic, slot.partition),
+                ) {
+                    elem.set_metadata(format!("{DOWNSTREAM_META}{d}"));
+                }
+                changed.push((i, next));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(());
+        }
+        clients
+            .consumer
+            .commit(&tpl, CommitMode::Sync)
+            .with_context(|| {
+                format!("committing source positions for flow {}", self.flow.name())
+            })?;
+        for (i, next) in changed {
+            slots.slots[i].committed = Some(next);
+        }
+        Ok(())
+    }
+}
+
+impl FlowRunner {
+    /// Notes a failed run in the shared status.
+    pub fn record_failure(&self, error: &anyhow::Error) {
+        let mut status = lock(&self.status);
+        status.restarts += 1;
+        status.last_error = Some(format!("{error:#}"));
+    }
+}

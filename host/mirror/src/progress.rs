@@ -1,0 +1,119 @@
+//! Per-partition acknowledgement tracking: the source position that is safe to commit is the one
+//! just past the longest run of acknowledged offsets, so a crash at any instant loses nothing.
+
+use std::collections::VecDeque;
+
+/// One source partition's records sent to the target and not yet covered by the watermark.
+#[derive(Debug, Default)]
+pub struct PartitionProgress {
+    /// (source offset, acknowledged target offset) in send order; source offsets increase.
+    inflight: VecDeque<(i64, Option<i64>)>,
+    /// Source offset after the last contiguously acknowledged record.
+    acked_next: Option<i64>,
+    /// Target offset after the last contiguously acknowledged record.
+    downstream_next: Option<i64>,
+    /// A delivery that failed for good; the flow must stop before committing past it.
+    failure: Option<String>,
+}
+
+impl PartitionProgress {
+    /// Records that `offset` was handed to the producer.
+    pub fn sent(&mut self, offset: i64) {
+        debug_assert!(self.inflight.back().is_none_or(|(o, _)| *o < offset));
+        self.inflight.push_back((offset, None));
+    }
+
+    /// Records the target's acknowledgement of `offset`, written at `downstream`.
+    pub fn acked(&mut self, offset: i64, downstream: i64) {
+        if let Ok(i) = self.inflight.binary_search_by_key(&offset, |(o, _)| *o) {
+            self.inflight[i].1 = Some(downstream);
+        }
+        while let Some((o, Some(d))) = self.inflight.front().copied() {
+            self.acked_next = Some(o + 1);
+            self.downstream_next = Some(d + 1);
+            self.inflight.pop_front();
+        }
+    }
+
+    /// Records that `offset` could not be delivered.
+    pub fn failed(&mut self, offset: i64, reason: String) {
+        if self.failure.is_none() {
+            self.failure = Some(format!("offset {offset}: {reason}"));
+        }
+    }
+
+    /// The source offset to commit (next to read after a restart), if anything was acknowledged.
+    pub fn committable(&self) -> Option<i64> {
+        self.acked_next
+    }
+
+    /// The target offset just after the last acknowledged record.
+    pub fn downstream_next(&self) -> Option<i64> {
+        self.downstream_next
+    }
+
+    /// Records sent and not yet acknowledged.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// The first delivery failure, if any.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (sent offsets, acks as (offset, downstream), expected committable, expected in flight)
+    #[test]
+    fn watermark_only_covers_contiguous_acks() {
+        type Case = (&'static [i64], &'static [(i64, i64)], Option<i64>, usize);
+        let cases: &[Case] = &[
+            (&[], &[], None, 0),
+            (&[0, 1, 2], &[], None, 3),
+            (&[0, 1, 2], &[(0, 10)], Some(1), 2),
+            (&[0, 1, 2], &[(1, 11), (2, 12)], None, 3),
+            (&[0, 1, 2], &[(1, 11), (2, 12), (0, 10)], Some(3), 0),
+            (&[5, 9, 10], &[(5, 0), (10, 2)], Some(6), 2),
+            (&[5, 9, 10], &[(5, 0), (10, 2), (9, 1)], Some(11), 0),
+            // an ack for an offset never sent changes nothing
+            (&[3], &[(4, 0)], None, 1),
+        ];
+        for (i, (sent, acks, want, inflight)) in cases.iter().enumerate() {
+            let mut p = PartitionProgress::default();
+            for o in *sent {
+                p.sent(*o);
+            }
+            for (o, d) in *acks {
+                p.acked(*o, *d);
+            }
+            assert_eq!(p.committable(), *want, "case {i}");
+            assert_eq!(p.in_flight(), *inflight, "case {i}");
+        }
+    }
+
+    #[test]
+    fn downstream_position_follows_the_watermark() {
+        let mut p = PartitionProgress::default();
+        p.sent(0);
+        p.sent(1);
+        p.acked(1, 41);
+        assert_eq!(p.downstream_next(), None);
+        p.acked(0, 40);
+        assert_eq!(p.downstream_next(), Some(42));
+    }
+
+    #[test]
+    fn first_failure_is_kept() {
+        let mut p = PartitionProgress::default();
+        p.sent(7);
+        p.sent(8);
+        p.failed(7, "timed out".into());
+        p.failed(8, "later".into());
+        assert_eq!(p.failure(), Some("offset 7: timed out"));
+        assert_eq!(p.committable(), None);
+    }
+}

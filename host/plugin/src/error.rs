@@ -1,0 +1,92 @@
+use std::time::Duration;
+
+/// Why a plugin could not be loaded or called. Every variant names the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginError {
+    /// The file could not be read or the built-in name is unknown.
+    #[error("plugin {plugin}: cannot read it: {reason}")]
+    Read { plugin: String, reason: String },
+    /// The bytes are not a WebAssembly component wasmtime can compile.
+    #[error("plugin {plugin}: not a usable WebAssembly component: {reason}")]
+    NotAComponent { plugin: String, reason: String },
+    /// The component exports a different world than the one asked for.
+    #[error("plugin {plugin}: wrong plugin kind: {reason}")]
+    WrongWorld { plugin: String, reason: String },
+    /// Built against an incompatible version of the `refract:plugin` package.
+    #[error("plugin {plugin}: built for refract:plugin@{found}, but this refract supports refract:plugin@{supported}; rebuild it against this release's wit/")]
+    IncompatibleVersion {
+        plugin: String,
+        found: String,
+        supported: String,
+    },
+    /// Imports something the host does not grant.
+    #[error("plugin {plugin}: cannot be linked: {reason}")]
+    Link { plugin: String, reason: String },
+    /// `init` rejected the config table.
+    #[error("plugin {plugin}: init rejected its config: {reason}")]
+    Init { plugin: String, reason: String },
+    /// The plugin trapped, ran past its deadline or past its memory cap; its instance was dropped.
+    #[error("plugin {plugin}: {call} was stopped: {reason}")]
+    Trap {
+        plugin: String,
+        call: String,
+        reason: String,
+    },
+    /// The plugin returned an error of its own.
+    #[error("plugin {plugin}: {call} failed: {reason}")]
+    Failed {
+        plugin: String,
+        call: String,
+        reason: String,
+    },
+    /// The plugin broke the contract (e.g. wrong number of answers).
+    #[error("plugin {plugin}: {call} broke the contract: {reason}")]
+    Contract {
+        plugin: String,
+        call: String,
+        reason: String,
+    },
+}
+
+/// Describes a trap for a user: deadline, memory cap or the guest's own failure (with whatever
+/// it wrote to stderr, e.g. a panic message).
+pub(crate) fn describe_trap(
+    err: &wasmtime::Error,
+    deadline: Duration,
+    memory: usize,
+    stderr: &str,
+) -> String {
+    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
+        if *trap == wasmtime::Trap::Interrupt {
+            return format!("it ran past its {} ms call deadline", deadline.as_millis());
+        }
+    }
+    let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+    if chain
+        .iter()
+        .any(|m| m.contains("forcing trap when growing memory"))
+    {
+        return format!(
+            "it tried to grow its memory past its {} MiB limit",
+            memory >> 20
+        );
+    }
+    let mut text = chain.first().cloned().unwrap_or_default();
+    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
+        text = format!("wasm trap: {trap}");
+    }
+    let stderr = stderr.trim();
+    if !stderr.is_empty() {
+        let last: String = stderr
+            .lines()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join(" | ");
+        text = format!("{text} (plugin stderr: {last})");
+    }
+    text
+}

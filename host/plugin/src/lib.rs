@@ -1,0 +1,19 @@
+//! refract's WebAssembly plugin runtime.
+//!
+//! Plugins are WebAssembly components that implement a world of the `refract:plugin` package
+//! (see `wit/`). [`PluginRuntime`] owns the one wasmtime engine; it loads a component from a file
+//! or a built-in name, checks that it exports the expected world at a compatible version, runs
+//! its `init` once as a smoke test, and hands back a plugin that can be instantiated per flow.
+//! Every call runs under a memory cap and a deadline; a trapped instance is dropped and the next
+//! call gets a fresh one.
+
+mod bindings;
+mod builtin;
+mod error;
+mod policy;
+mod runtime;
+
+pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
+pub use error::PluginError;
+pub use policy::{PolicyPlugin, ReplicationPolicy};
+pub use runtime::{PluginLimits, PluginRuntime};

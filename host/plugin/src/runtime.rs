@@ -1,0 +1,197 @@
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use refract_config::PluginLocation;
+
+use crate::bindings::{refract, LogLevel, PolicyPlugin as PolicyWorld};
+use crate::builtin::builtin_bytes;
+use crate::error::PluginError;
+
+/// How often the engine's epoch advances; call deadlines are whole multiples of it.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// The `refract:plugin` versions this host accepts (0.x: same minor).
+pub(crate) const SUPPORTED_VERSION: (u64, u64) = (0, 1);
+
+/// Per-instance resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// Cap on each linear memory of an instance.
+    pub memory_bytes: usize,
+    /// Longest a single call may run before the instance is stopped.
+    pub call_deadline: Duration,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 << 20,
+            call_deadline: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The host state each plugin instance's store carries.
+pub(crate) struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    plugin: Arc<str>,
+    pub(crate) stderr: MemoryOutputPipe,
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl refract::plugin::types::Host for PluginState {}
+
+impl refract::plugin::host::Host for PluginState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            LogLevel::Trace => tracing::trace!(plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            LogLevel::Info => tracing::info!(plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The wasmtime engine, linker and limits shared by every plugin in the process.
+pub struct PluginRuntime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<PluginState>,
+    pub(crate) limits: PluginLimits,
+    _ticker: EpochTicker,
+}
+
+impl PluginRuntime {
+    /// Builds the engine (Cranelift, epoch interruption) and the linker that grants plugins the
+    /// `host` interface and a WASI with no files, network, environment or arguments.
+    pub fn new(limits: PluginLimits) -> Result<Arc<Self>, PluginError> {
+        let setup = |reason: wasmtime::Error| PluginError::Link {
+            plugin: "(runtime)".into(),
+            reason: format!("{reason:#}"),
+        };
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(setup)?;
+        let mut linker = Linker::<PluginState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(setup)?;
+        PolicyWorld::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(setup)?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.clone();
+        let ticker_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("plugin-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Link {
+                plugin: "(runtime)".into(),
+                reason: format!("cannot start the epoch thread: {e}"),
+            })?;
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            limits,
+            _ticker: EpochTicker {
+                stop,
+                thread: Some(thread),
+            },
+        }))
+    }
+
+    /// Reads and compiles a component from a built-in name or a file.
+    pub(crate) fn compile(&self, location: &PluginLocation) -> Result<Component, PluginError> {
+        let plugin = location.to_string();
+        let bytes: std::borrow::Cow<'static, [u8]> = match location {
+            PluginLocation::Builtin(name) => builtin_bytes(name)
+                .ok_or_else(|| PluginError::Read {
+                    plugin: plugin.clone(),
+                    reason: "no built-in plugin has this name".into(),
+                })?
+                .into(),
+            PluginLocation::File(path) => std::fs::read(path)
+                .map_err(|e| PluginError::Read {
+                    plugin: plugin.clone(),
+                    reason: e.to_string(),
+                })?
+                .into(),
+        };
+        if wasmparser_is_core_module(&bytes) {
+            return Err(PluginError::NotAComponent {
+                plugin,
+                reason: "it is a core WebAssembly module, not a component; build for wasm32-wasip2 or wrap it with `wasm-tools component new`".into(),
+            });
+        }
+        Component::from_binary(&self.engine, &bytes).map_err(|e| PluginError::NotAComponent {
+            plugin,
+            reason: format!("{e:#}"),
+        })
+    }
+
+    /// A fresh store for one instance of `plugin`, with the limits applied.
+    pub(crate) fn new_store(&self, plugin: Arc<str>) -> Store<PluginState> {
+        let stderr = MemoryOutputPipe::new(8 << 10);
+        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.limits.memory_bytes)
+            .instances(1000)
+            .tables(1000)
+            .memories(1000)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            limits,
+            plugin,
+            stderr,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(self.deadline_ticks());
+        store
+    }
+
+    /// The per-call deadline in epoch ticks.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self.limits.call_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
+/// A core module starts with the magic and version 1; a component has layer 1 in the version word.
+fn wasmparser_is_core_module(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[0..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
+}
