@@ -16,15 +16,15 @@ fn mirror_and_compare(policy: &str, topics: &[&str], remote: impl Fn(&str) -> St
     let mut sent = Vec::new();
     for t in topics {
         a.create_topic(t, 4);
-        let records = sample_records(t, 4, 250);
+        let records = sample_records(t, 4, 1000); // 250 per partition
         a.produce(t, &records);
         sent.push((t.to_string(), records));
     }
-    let flows = format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"2s\"\ncommit_interval = \"500ms\"\n{policy}\n");
+    let flows = format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"2s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\n{policy}\n");
     let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], &flows), &[]);
     for (t, records) in &sent {
         let r = remote(t);
-        wait_until(&format!("{r} to hold 1000 records"), || {
+        refract.wait(&format!("{r} to hold 1000 records"), || {
             b.counts(&r).iter().sum::<i64>() >= 1000
         });
         assert_eq!(b.topics()[&r], 4, "{r} has the source's partition count");
@@ -120,7 +120,7 @@ fn topic_created_after_start_is_mirrored() {
     a.produce(&first, &sample_records(&first, 2, 20));
     let flows = "[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"2s\"\ncommit_interval = \"500ms\"\n";
     let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], flows), &[]);
-    wait_until("the first topic to be mirrored", || {
+    refract.wait("the first topic to be mirrored", || {
         b.counts(&format!("a.{first}")).iter().sum::<i64>() == 20
     });
 
@@ -129,7 +129,7 @@ fn topic_created_after_start_is_mirrored() {
     let records = sample_records(&late, 3, 30);
     a.produce(&late, &records);
     let remote = format!("a.{late}");
-    wait_until("the late topic to be mirrored", || {
+    refract.wait("the late topic to be mirrored", || {
         b.counts(&remote).iter().sum::<i64>() == 30
     });
     assert_eq!(b.topics()[&remote], 3);
@@ -162,7 +162,7 @@ fn excluded_and_internal_topics_are_not_created() {
         "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\".*\"]\ntopics_exclude = [\"{skip}\"]\nrefresh_topics_interval = \"1s\"\n"
     );
     let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], &flows), &[]);
-    wait_until("the kept topic to be mirrored", || {
+    refract.wait("the kept topic to be mirrored", || {
         b.counts(&format!("a.{keep}")).iter().sum::<i64>() == 5
     });
     // Two more discovery rounds.
@@ -183,10 +183,10 @@ fn active_active_never_loops() {
     b.produce(&topic, &sample_records("from-b", 2, 60));
     let flows = "[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"1s\"\n\n[[flow]]\nsource = \"b\"\ntarget = \"a\"\nrefresh_topics_interval = \"1s\"\n";
     let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], flows), &[]);
-    wait_until("a's topic on b", || {
+    refract.wait("a's topic on b", || {
         b.counts(&format!("a.{topic}")).iter().sum::<i64>() == 40
     });
-    wait_until("b's topic on a", || {
+    refract.wait("b's topic on a", || {
         a.counts(&format!("b.{topic}")).iter().sum::<i64>() == 60
     });
     // Several discovery rounds: remote copies must never be mirrored back.
@@ -223,7 +223,7 @@ fn dedicated_mode_runs_only_flows_into_the_named_cluster() {
         &pipeline(&[("a", &a), ("b", &b)], flows),
         &["--clusters", "b"],
     );
-    wait_until("a->b to mirror", || {
+    refract.wait("a->b to mirror", || {
         b.counts(&format!("a.{ta}")).iter().sum::<i64>() == 10
     });
     std::thread::sleep(Duration::from_secs(3));
@@ -252,7 +252,7 @@ fn sigkill_mid_flow_loses_nothing() {
     let text = pipeline(&[("a", &a), ("b", &b)], flows);
     let mut refract = Refract::start(&text, &[]);
     let remote = format!("a.{topic}");
-    wait_until("mirroring to be under way", || {
+    refract.wait("mirroring to be under way", || {
         let n: i64 = b.counts(&remote).iter().sum();
         n >= 3000
     });
@@ -263,7 +263,7 @@ fn sigkill_mid_flow_loses_nothing() {
         "the kill must land mid-flow (target had {at_kill})"
     );
     refract.restart(&[]);
-    wait_until("all records on the target", || {
+    refract.wait("all records on the target", || {
         b.counts(&remote)
             .iter()
             .zip([5000i64; 4])

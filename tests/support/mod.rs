@@ -37,10 +37,15 @@ pub fn unique(prefix: &str) -> String {
 }
 
 /// Polls `cond` until it holds or `DEADLINE` passes; panics with `what` on timeout.
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_or_explain(what, cond, String::new);
+}
+
+/// Like [`wait_until`], adding `explain()` (e.g. a process log) to the panic message.
+pub fn wait_or_explain(what: &str, mut cond: impl FnMut() -> bool, explain: impl Fn() -> String) {
     let deadline = Instant::now() + DEADLINE;
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", explain());
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -163,6 +168,7 @@ impl Broker {
 
     /// Produces `records` and waits for every acknowledgement.
     pub fn produce(&self, topic: &str, records: &[TestRecord]) {
+        let before: i64 = self.counts(topic).iter().sum();
         let producer: BaseProducer = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set("enable.idempotence", "true")
@@ -195,6 +201,8 @@ impl Broker {
             producer.poll(Duration::ZERO);
         }
         producer.flush(Duration::from_secs(60)).expect("flush");
+        let after: i64 = self.counts(topic).iter().sum();
+        assert_eq!(after - before, records.len() as i64, "every record produced to {topic} must be acknowledged");
     }
 
     /// Every record of `topic`, per partition, in offset order.
@@ -357,6 +365,11 @@ impl Refract {
         self.child
             .as_mut()
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Waits for `cond`, showing this process's log if it never holds.
+    pub fn wait(&self, what: &str, cond: impl FnMut() -> bool) {
+        wait_or_explain(what, cond, || format!("refract log:\n{}", self.log()));
     }
 
     /// Everything it logged so far.
