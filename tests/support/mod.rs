@@ -45,7 +45,11 @@ pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
 pub fn wait_or_explain(what: &str, mut cond: impl FnMut() -> bool, explain: impl Fn() -> String) {
     let deadline = Instant::now() + DEADLINE;
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", explain());
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            explain()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -202,7 +206,11 @@ impl Broker {
         }
         producer.flush(Duration::from_secs(60)).expect("flush");
         let after: i64 = self.counts(topic).iter().sum();
-        assert_eq!(after - before, records.len() as i64, "every record produced to {topic} must be acknowledged");
+        assert_eq!(
+            after - before,
+            records.len() as i64,
+            "every record produced to {topic} must be acknowledged"
+        );
     }
 
     /// Every record of `topic`, per partition, in offset order.

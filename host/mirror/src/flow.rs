@@ -28,8 +28,6 @@ use crate::progress::PartitionProgress;
 const MAX_POLL_BATCH: usize = 1000;
 /// How long shutdown waits for the target to acknowledge what was sent.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
-/// Prefix of the commit metadata that records the target position of the last acked record.
-const DOWNSTREAM_META: &str = "refract:downstream=";
 
 /// What a running flow has done, shared with whoever started it.
 #[derive(Debug, Default, Clone)]
@@ -231,15 +229,26 @@ impl FlowRunner {
                 self.source.alias
             )
         })?;
-        let target_meta: BaseConsumer =
-            client_config(&self.target, ClientRole::Admin, &id, &[], &[])
-                .create()
-                .with_context(|| {
-                    format!(
-                        "flow {name}: creating the metadata client for target cluster {}",
-                        self.target.alias
-                    )
-                })?;
+        // Also commits, under the same group name on the target, the target position just past the
+        // last acknowledged record of each remote partition: on restart the records between it
+        // and the target's end are the ones that will be mirrored twice.
+        let target_meta: BaseConsumer = client_config(
+            &self.target,
+            ClientRole::Admin,
+            &id,
+            &[],
+            &[
+                ("group.id", group.as_str()),
+                ("enable.auto.commit", "false"),
+            ],
+        )
+        .create()
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the metadata client for target cluster {}",
+                self.target.alias
+            )
+        })?;
         let admin: AdminClient<DefaultClientContext> =
             client_config(&self.target, ClientRole::Admin, &id, &[], &[])
                 .create()
@@ -398,37 +407,57 @@ impl FlowRunner {
             .consumer
             .committed_offsets(tpl, REQUEST_TIMEOUT)
             .context("reading the flow's committed source positions")?;
+        let mut downstream_tpl = TopicPartitionList::new();
         let mut duplicates = 0u64;
         for elem in committed.elements() {
-            let Offset::Offset(next) = elem.offset() else {
+            let Some(i) = slots.find(elem.topic(), elem.partition()) else {
                 continue;
             };
-            let Some(i) = slots.find(elem.topic(), elem.partition()) else {
+            let Offset::Offset(next) = elem.offset() else {
+                // No position yet: whatever the remote partition already holds was mirrored by
+                // a run that never committed, and will be mirrored again from the start.
+                let slot = &slots.slots[i];
+                if !self.starts_from_earliest() {
+                    continue;
+                }
+                if let Ok((low, high)) = clients.target_meta.fetch_watermarks(
+                    &slot.remote,
+                    slot.partition,
+                    REQUEST_TIMEOUT,
+                ) {
+                    duplicates += u64::try_from(high - low).unwrap_or(0);
+                }
                 continue;
             };
             let slot = &mut slots.slots[i];
             slot.position = Some(next);
             slot.committed = Some(next);
-            let downstream = elem
-                .metadata()
-                .strip_prefix(DOWNSTREAM_META)
-                .and_then(|d| d.parse::<i64>().ok());
-            if let Some(downstream) = downstream {
+            downstream_tpl.add_partition(&slot.remote, slot.partition);
+            debug!(flow = %self.flow.name(), "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
+        }
+        if downstream_tpl.count() > 0 {
+            let downstream = clients
+                .target_meta
+                .committed_offsets(downstream_tpl, REQUEST_TIMEOUT)
+                .context("reading the flow's committed target positions")?;
+            for elem in downstream.elements() {
+                let Offset::Offset(acked_end) = elem.offset() else {
+                    continue;
+                };
                 if let Ok((_, high)) = clients.target_meta.fetch_watermarks(
-                    &slot.remote,
-                    slot.partition,
+                    elem.topic(),
+                    elem.partition(),
                     REQUEST_TIMEOUT,
                 ) {
-                    duplicates += u64::try_from(high - downstream).unwrap_or(0);
+                    duplicates += u64::try_from(high - acked_end).unwrap_or(0);
                 }
             }
-            debug!(flow = %self.flow.name(), "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
         }
         if duplicates > 0 {
             warn!(
                 flow = %self.flow.name(),
                 duplicates,
-                "resuming after an unclean stop: {duplicates} records acknowledged by the target after the last commit will be mirrored again (duplicates)"
+                "resuming after an unclean stop: {duplicates} records already on the target past the last committed position will be mirrored again (duplicates)"
             );
         }
         lock(&self.status).duplicates += duplicates;
@@ -537,6 +566,7 @@ impl FlowRunner {
         progress: &Arc<Mutex<Vec<PartitionProgress>>>,
     ) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
+        let mut downstream = TopicPartitionList::new();
         let mut changed = Vec::new();
         {
             let progress = lock(progress);
@@ -548,17 +578,23 @@ impl FlowRunner {
                     continue;
                 }
                 tpl.add_partition_offset(&slot.topic, slot.partition, Offset::Offset(next))?;
-                if let (Some(d), Some(mut elem)) = (
-                    progress[i].downstream_next(),
-                    tpl.find_partition(&slot.topic, slot.partition),
-                ) {
-                    elem.set_metadata(format!("{DOWNSTREAM_META}{d}"));
+                if let Some(d) = progress[i].downstream_next() {
+                    downstream.add_partition_offset(
+                        &slot.remote,
+                        slot.partition,
+                        Offset::Offset(d),
+                    )?;
                 }
                 changed.push((i, next));
             }
         }
         if changed.is_empty() {
             return Ok(());
+        }
+        // Target positions first: a source commit then always has a target commit at or past it,
+        // so duplicates are never over-counted. Best effort: they only serve to count duplicates.
+        if let Err(e) = clients.target_meta.commit(&downstream, CommitMode::Sync) {
+            debug!(flow = %self.flow.name(), "committing target positions: {e}");
         }
         clients
             .consumer
@@ -574,6 +610,15 @@ impl FlowRunner {
 }
 
 impl FlowRunner {
+    /// Whether a partition with no committed position is read from its beginning.
+    fn starts_from_earliest(&self) -> bool {
+        let reset = self.source.client_config(ClientRole::Consumer);
+        matches!(
+            reset.get("auto.offset.reset").map(String::as_str),
+            None | Some("earliest" | "smallest" | "beginning")
+        )
+    }
+
     /// Notes a failed run in the shared status.
     pub fn record_failure(&self, error: &anyhow::Error) {
         let mut status = lock(&self.status);
