@@ -15,7 +15,10 @@ struct Future;
 
 impl exports::refract::plugin::replication_policy::Guest for Future {
     fn format_remote_topics(source_cluster: String, topics: Vec<String>) -> Vec<String> {
-        topics.into_iter().map(|t| format!("{source_cluster}/{t}")).collect()
+        topics
+            .into_iter()
+            .map(|t| format!("{source_cluster}/{t}"))
+            .collect()
     }
 }
 

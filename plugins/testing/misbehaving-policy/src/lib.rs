@@ -42,12 +42,17 @@ struct Misbehaving;
 
 impl Lifecycle for Misbehaving {
     fn info() -> PluginInfo {
-        PluginInfo { name: "misbehaving-policy".into(), version: env!("CARGO_PKG_VERSION").into() }
+        PluginInfo {
+            name: "misbehaving-policy".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
     }
 
     fn init(config: String) -> Result<(), PluginError> {
         for line in config.lines() {
-            let Some((key, value)) = line.split_once('=') else { continue };
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
             let value = value.trim().trim_matches('"').to_string();
             MODE.with(|m| *m.borrow_mut() = (key.trim().to_string(), value));
         }
@@ -57,18 +62,33 @@ impl Lifecycle for Misbehaving {
 }
 
 impl Policy for Misbehaving {
-    fn format_remote_topics(source: String, topics: Vec<String>) -> Result<Vec<String>, PluginError> {
+    fn format_remote_topics(
+        source: String,
+        topics: Vec<String>,
+    ) -> Result<Vec<String>, PluginError> {
         misbehave("format");
-        Ok(topics.into_iter().map(|t| format!("{source}.{t}")).collect())
+        Ok(topics
+            .into_iter()
+            .map(|t| format!("{source}.{t}"))
+            .collect())
     }
     fn topic_sources(topics: Vec<String>) -> Result<Vec<Option<String>>, PluginError> {
-        Ok(topics.iter().map(|t| t.split_once('.').map(|(s, _)| s.to_string())).collect())
+        Ok(topics
+            .iter()
+            .map(|t| t.split_once('.').map(|(s, _)| s.to_string()))
+            .collect())
     }
     fn upstream_topics(topics: Vec<String>) -> Result<Vec<Option<String>>, PluginError> {
-        Ok(topics.iter().map(|t| t.split_once('.').map(|(_, u)| u.to_string())).collect())
+        Ok(topics
+            .iter()
+            .map(|t| t.split_once('.').map(|(_, u)| u.to_string()))
+            .collect())
     }
     fn is_internal_topics(topics: Vec<String>) -> Result<Vec<bool>, PluginError> {
-        Ok(topics.iter().map(|t| t.starts_with("__") || t.ends_with(".internal")).collect())
+        Ok(topics
+            .iter()
+            .map(|t| t.starts_with("__") || t.ends_with(".internal"))
+            .collect())
     }
     fn heartbeats_topic() -> String {
         "heartbeats".into()
