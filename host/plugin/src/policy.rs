@@ -323,45 +323,58 @@ impl ReplicationPolicy {
 
     /// Asks the plugin about every topic it has not answered for yet, one call per question.
     pub fn prefetch(&mut self, topics: &[String]) -> Result<(), PluginError> {
+        self.fill(
+            |p| &mut p.source,
+            topics,
+            "topic-sources",
+            |w, s, t| {
+                w.refract_plugin_replication_policy()
+                    .call_topic_sources(s, t)
+            },
+        )?;
+        self.fill(
+            |p| &mut p.upstream,
+            topics,
+            "upstream-topics",
+            |w, s, t| {
+                w.refract_plugin_replication_policy()
+                    .call_upstream_topics(s, t)
+            },
+        )?;
+        self.fill(
+            |p| &mut p.internal,
+            topics,
+            "is-internal-topics",
+            |w, s, t| {
+                w.refract_plugin_replication_policy()
+                    .call_is_internal_topics(s, t)
+            },
+        )
+    }
+
+    /// Calls `f` once for the topics missing from the cache `pick` selects, and caches the answers.
+    fn fill<T>(
+        &mut self,
+        pick: fn(&mut Self) -> &mut HashMap<String, T>,
+        topics: &[String],
+        call: &str,
+        f: impl FnOnce(
+            &PolicyWorld,
+            &mut Store<PluginState>,
+            &[String],
+        ) -> wasmtime::Result<Result<Vec<T>, WitPluginError>>,
+    ) -> Result<(), PluginError> {
         let missing: Vec<String> = topics
             .iter()
-            .filter(|t| !self.source.contains_key(*t))
+            .filter(|t| !pick(self).contains_key(*t))
             .cloned()
             .collect();
-        if !missing.is_empty() {
-            let a = self.with_instance("topic-sources", |w, s| {
-                w.refract_plugin_replication_policy()
-                    .call_topic_sources(s, &missing)
-            })?;
-            let a = self.check_len("topic-sources", a, missing.len())?;
-            self.source.extend(missing.iter().cloned().zip(a));
+        if missing.is_empty() {
+            return Ok(());
         }
-        let missing: Vec<String> = topics
-            .iter()
-            .filter(|t| !self.upstream.contains_key(*t))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            let a = self.with_instance("upstream-topics", |w, s| {
-                w.refract_plugin_replication_policy()
-                    .call_upstream_topics(s, &missing)
-            })?;
-            let a = self.check_len("upstream-topics", a, missing.len())?;
-            self.upstream.extend(missing.iter().cloned().zip(a));
-        }
-        let missing: Vec<String> = topics
-            .iter()
-            .filter(|t| !self.internal.contains_key(*t))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            let a = self.with_instance("is-internal-topics", |w, s| {
-                w.refract_plugin_replication_policy()
-                    .call_is_internal_topics(s, &missing)
-            })?;
-            let a = self.check_len("is-internal-topics", a, missing.len())?;
-            self.internal.extend(missing.into_iter().zip(a));
-        }
+        let answers = self.with_instance(call, |w, s| f(w, s, &missing))?;
+        let answers = self.check_len(call, answers, missing.len())?;
+        pick(self).extend(missing.into_iter().zip(answers));
         Ok(())
     }
 

@@ -1,0 +1,43 @@
+//! `refract demo` runs on its own (in-process mock clusters) and reports matching counts.
+
+mod support;
+
+#[test]
+fn demo_mirrors_everything_and_exits_zero() {
+    let out = support::refract(&["demo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("mirrored 1400 records over 4 routes; every partition matches its source"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("not mirrored (internal): __audit"),
+        "{stdout}"
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() == 6 && (w[0] == "backup" || w[0] == "dr"))
+        .collect();
+    assert_eq!(
+        rows.len(),
+        14,
+        "7 partitions on each of two targets:\n{stdout}"
+    );
+    assert!(rows
+        .iter()
+        .any(|w| w[0] == "backup" && w[2] == "primary.orders-v1"));
+    assert!(rows
+        .iter()
+        .any(|w| w[0] == "dr" && w[1] == "orders-v1" && w[2] == "orders"));
+    assert!(
+        rows.iter().all(|w| w[4] == w[5] && w[4] == "100"),
+        "{stdout}"
+    );
+}
