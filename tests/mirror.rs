@@ -313,3 +313,34 @@ fn sigkill_mid_flow_loses_nothing() {
     );
     assert_eq!(refract.stop(), Some(0));
 }
+
+/// A remote topic that already exists is used as it is; when it has fewer partitions than the
+/// source and the broker cannot add partitions (tansu has no CreatePartitions), the partitions
+/// it has are mirrored and the rest wait, with a warning naming both topics.
+#[test]
+fn existing_remote_topic_with_fewer_partitions() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("narrow");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 4);
+    b.create_topic(&remote, 2);
+    let records = sample_records(&topic, 4, 40);
+    a.produce(&topic, &records);
+    let flows = "[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"1s\"\n";
+    let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], flows), &[]);
+    refract.wait("partitions 0 and 1 to be mirrored", || {
+        b.counts(&remote) == vec![10, 10]
+    });
+    let want = by_partition(&records, 4);
+    let got = b.read_all(&remote);
+    assert_eq!(got[0], want[0]);
+    assert_eq!(got[1], want[1]);
+    refract.wait("the warning", || {
+        refract
+            .log()
+            .contains(&format!("{remote} has 2 partitions on b but {topic} has 4"))
+    });
+    assert_eq!(b.topics()[&remote], 2);
+    assert_eq!(refract.stop(), Some(0));
+}
