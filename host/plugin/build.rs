@@ -10,7 +10,12 @@ const TARGET: &str = "wasm32-wasip2";
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let root = manifest_dir.join("../..");
-    let plugins = root.join("plugins");
+    // REFRACT_PLUGINS_SRC builds the guests from another checkout of `plugins/` (with its `wit/`
+    // beside it), e.g. to build the host while `plugins/` is being edited.
+    println!("cargo:rerun-if-env-changed=REFRACT_PLUGINS_SRC");
+    let plugins = std::env::var_os("REFRACT_PLUGINS_SRC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("plugins"));
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -18,7 +23,7 @@ fn main() {
 
     watch(&plugins.join("Cargo.toml"));
     watch(&plugins.join("Cargo.lock"));
-    watch(&root.join("wit"));
+    watch(&plugins.join("../wit"));
     if let Ok(entries) = std::fs::read_dir(&plugins) {
         for entry in entries.flatten() {
             let path = entry.path();

@@ -9,11 +9,15 @@
 
 mod bindings;
 mod builtin;
+mod component;
 mod error;
 mod policy;
+mod processor;
 mod runtime;
 
+pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use error::PluginError;
 pub use policy::{PolicyPlugin, ReplicationPolicy};
+pub use processor::{Processor, ProcessorKind, ProcessorPlugin};
 pub use runtime::{PluginLimits, PluginRuntime};

@@ -1,35 +1,28 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use wasmtime::component::Component;
 use wasmtime::Store;
 
 use refract_config::PluginSpec;
 
-use crate::bindings::{PolicyPlugin as PolicyWorld, PolicyPluginPre, WitPluginError};
-use crate::error::{describe_trap, PluginError};
-use crate::runtime::{PluginRuntime, PluginState, SUPPORTED_VERSION};
+use crate::bindings::policy::PolicyPlugin as PolicyWorld;
+use crate::bindings::WitPluginError;
+use crate::component::{compile_checked, Live, Plugin};
+use crate::error::PluginError;
+use crate::runtime::{PluginRuntime, PluginState};
 
-const PACKAGE: &str = "refract:plugin/";
-const POLICY_INTERFACE: &str = "replication-policy";
 /// Longest chain of upstream names followed when deriving an original topic.
 const MAX_HOPS: usize = 64;
 
 /// A replication-policy plugin that compiled, linked and accepted its config.
 /// Cheap to share; each flow makes its own [`ReplicationPolicy`] from it.
-pub struct PolicyPlugin {
-    runtime: Arc<PluginRuntime>,
-    pre: PolicyPluginPre<PluginState>,
-    name: Arc<str>,
-    config: String,
-    info: (String, String),
-}
+pub struct PolicyPlugin(Arc<Plugin<PolicyWorld>>);
 
 impl std::fmt::Debug for PolicyPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyPlugin")
-            .field("name", &self.name)
-            .field("info", &self.info)
+            .field("name", &self.0.name)
+            .field("info", &self.0.info)
             .finish()
     }
 }
@@ -38,189 +31,20 @@ impl PolicyPlugin {
     /// Loads `spec`, checks it exports the `policy-plugin` world at a compatible version, and
     /// instantiates it once with its config so a bad plugin is rejected before any flow starts.
     pub fn load(runtime: &Arc<PluginRuntime>, spec: &PluginSpec) -> Result<Arc<Self>, PluginError> {
-        let name: Arc<str> = spec.location.to_string().into();
-        let component = runtime.compile(&spec.location)?;
-        check_exports(runtime, &component, &name)?;
-        let instance_pre =
-            runtime
-                .linker
-                .instantiate_pre(&component)
-                .map_err(|e| PluginError::Link {
-                    plugin: name.to_string(),
-                    reason: format!("{e:#}"),
-                })?;
-        let pre = PolicyPluginPre::new(instance_pre).map_err(|e| PluginError::WrongWorld {
-            plugin: name.to_string(),
-            reason: format!("its exports do not match the policy-plugin world: {e:#}"),
-        })?;
-        let mut plugin = Self {
-            runtime: runtime.clone(),
-            pre,
-            name,
-            config: spec.config.clone(),
-            info: Default::default(),
-        };
-        let mut instance = plugin.instantiate()?;
-        let info = instance.call("info", |w, s| {
-            w.refract_plugin_lifecycle().call_info(s).map(Ok)
-        })?;
-        plugin.info = (info.name, info.version);
-        Ok(Arc::new(plugin))
+        let (component, _) = compile_checked(runtime, spec, &["replication-policy"])?;
+        Ok(Arc::new(Self(Arc::new(Plugin::from_component(
+            runtime, spec, &component,
+        )?))))
     }
 
     /// The name refract uses for it: the built-in name or the file path.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     /// The name and version the plugin reports about itself.
     pub fn info(&self) -> (&str, &str) {
-        (&self.info.0, &self.info.1)
-    }
-
-    /// A new instance in a fresh store, initialised with the plugin's config.
-    fn instantiate(&self) -> Result<Instance, PluginError> {
-        let mut store = self.runtime.new_store(self.name.clone());
-        let world = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| PluginError::Trap {
-                plugin: self.name.to_string(),
-                call: "instantiation".into(),
-                reason: format!("{e:#}"),
-            })?;
-        let mut instance = Instance {
-            plugin_name: self.name.clone(),
-            runtime: self.runtime.clone(),
-            store,
-            world,
-        };
-        let config = self.config.clone();
-        instance
-            .call("init", |w, s| {
-                w.refract_plugin_lifecycle().call_init(s, &config)
-            })
-            .map_err(|e| match e {
-                PluginError::Failed { plugin, reason, .. } => PluginError::Init { plugin, reason },
-                other => other,
-            })?;
-        Ok(instance)
-    }
-}
-
-/// Checks the component's `refract:plugin` exports: the policy interface present, at a version
-/// this host supports. Says what the component is instead when it is another kind of plugin.
-fn check_exports(
-    runtime: &PluginRuntime,
-    component: &Component,
-    name: &str,
-) -> Result<(), PluginError> {
-    let exports: Vec<String> = component
-        .component_type()
-        .exports(&runtime.engine)
-        .map(|(n, _)| n.to_string())
-        .collect();
-    let ours: Vec<(&str, &str)> = exports
-        .iter()
-        .filter_map(|e| e.strip_prefix(PACKAGE))
-        .map(|rest| rest.split_once('@').unwrap_or((rest, "")))
-        .collect();
-    if ours.is_empty() {
-        return Err(PluginError::WrongWorld {
-            plugin: name.to_string(),
-            reason: format!(
-                "it exports no refract:plugin interface (exports: {}); a policy plugin exports refract:plugin/replication-policy",
-                if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") }
-            ),
-        });
-    }
-    for (_, version) in &ours {
-        if !version_supported(version) {
-            return Err(PluginError::IncompatibleVersion {
-                plugin: name.to_string(),
-                found: version.to_string(),
-                supported: format!("{}.{}.x", SUPPORTED_VERSION.0, SUPPORTED_VERSION.1),
-            });
-        }
-    }
-    if !ours.iter().any(|(iface, _)| *iface == POLICY_INTERFACE) {
-        let kind = ours.iter().find_map(|(iface, _)| match *iface {
-            "record-filter" => Some("a filter plugin"),
-            "record-transform" => Some("a transform plugin"),
-            _ => None,
-        });
-        let found: Vec<String> = ours.iter().map(|(i, _)| format!("{PACKAGE}{i}")).collect();
-        return Err(PluginError::WrongWorld {
-            plugin: name.to_string(),
-            reason: format!(
-                "it is {} (exports {}), but a replication policy must export {PACKAGE}{POLICY_INTERFACE} (world policy-plugin)",
-                kind.unwrap_or("not a policy plugin"),
-                found.join(", ")
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn version_supported(version: &str) -> bool {
-    let mut parts = version.split('.').map(|p| p.parse::<u64>());
-    match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) => {
-            if SUPPORTED_VERSION.0 == 0 {
-                major == 0 && minor == SUPPORTED_VERSION.1
-            } else {
-                major == SUPPORTED_VERSION.0
-            }
-        }
-        _ => false,
-    }
-}
-
-/// One live instance and its store.
-struct Instance {
-    plugin_name: Arc<str>,
-    runtime: Arc<PluginRuntime>,
-    store: Store<PluginState>,
-    world: PolicyWorld,
-}
-
-impl Instance {
-    /// Calls into the guest under the deadline; maps traps and plugin errors to [`PluginError`].
-    fn call<R>(
-        &mut self,
-        call: &str,
-        f: impl FnOnce(
-            &PolicyWorld,
-            &mut Store<PluginState>,
-        ) -> wasmtime::Result<Result<R, WitPluginError>>,
-    ) -> Result<R, PluginError> {
-        self.store.set_epoch_deadline(self.runtime.deadline_ticks());
-        match f(&self.world, &mut self.store) {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(PluginError::Failed {
-                plugin: self.plugin_name.to_string(),
-                call: call.to_string(),
-                reason: match e {
-                    WitPluginError::InvalidConfig(m) => format!("invalid config: {m}"),
-                    WitPluginError::Unsupported(m) => format!("unsupported: {m}"),
-                    WitPluginError::Failed(m) => m,
-                },
-            }),
-            Err(trap) => {
-                let stderr =
-                    String::from_utf8_lossy(&self.store.data().stderr.contents()).into_owned();
-                Err(PluginError::Trap {
-                    plugin: self.plugin_name.to_string(),
-                    call: call.to_string(),
-                    reason: describe_trap(
-                        &trap,
-                        self.runtime.limits.call_deadline,
-                        self.runtime.limits.memory_bytes,
-                        &stderr,
-                    ),
-                })
-            }
-        }
+        (&self.0.info.0, &self.0.info.1)
     }
 }
 
@@ -229,7 +53,7 @@ impl Instance {
 /// topics, cycle detection). A trapped instance is dropped and replaced on the next call.
 pub struct ReplicationPolicy {
     plugin: Arc<PolicyPlugin>,
-    instance: Option<Instance>,
+    live: Live<PolicyWorld>,
     remote: HashMap<(String, String), String>,
     source: HashMap<String, Option<String>>,
     upstream: HashMap<String, Option<String>>,
@@ -241,8 +65,8 @@ impl ReplicationPolicy {
     /// A policy backed by a fresh instance of `plugin`.
     pub fn new(plugin: Arc<PolicyPlugin>) -> Self {
         Self {
+            live: Live::new(plugin.0.clone()),
             plugin,
-            instance: None,
             remote: HashMap::new(),
             source: HashMap::new(),
             upstream: HashMap::new(),
@@ -264,30 +88,11 @@ impl ReplicationPolicy {
             &mut Store<PluginState>,
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
-        if self.instance.is_none() {
-            self.instance = Some(self.plugin.instantiate()?);
-        }
-        let Some(instance) = self.instance.as_mut() else {
-            unreachable!("instance was just created")
-        };
-        let result = instance.call(call, f);
-        if matches!(result, Err(PluginError::Trap { .. })) {
-            // A trapped store cannot be entered again.
-            self.instance = None;
-        }
-        result
+        self.live.call(call, f)
     }
 
     fn check_len<T>(&self, call: &str, got: Vec<T>, want: usize) -> Result<Vec<T>, PluginError> {
-        if got.len() == want {
-            Ok(got)
-        } else {
-            Err(PluginError::Contract {
-                plugin: self.plugin.name.to_string(),
-                call: call.to_string(),
-                reason: format!("returned {} answers for {want} topics", got.len()),
-            })
-        }
+        self.live.check_len(call, got, want, "topics")
     }
 
     /// Remote names for `topics` from `source_cluster` (`formatRemoteTopic`), in order.

@@ -9,7 +9,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use refract_config::PluginLocation;
 
-use crate::bindings::{refract, LogLevel, PolicyPlugin as PolicyWorld};
+use crate::bindings::policy::{refract, PolicyPlugin as PolicyWorld};
+use crate::bindings::LogLevel;
 use crate::builtin::builtin_bytes;
 use crate::error::PluginError;
 

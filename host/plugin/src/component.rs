@@ -1,0 +1,326 @@
+//! What every plugin world shares: loading and checking a component, instantiating it with its
+//! config, and calling it under the runtime's limits.
+
+use std::sync::Arc;
+
+use wasmtime::component::{Component, InstancePre};
+use wasmtime::Store;
+
+use refract_config::PluginSpec;
+
+use crate::bindings::{PluginInfo, WitPluginError};
+use crate::error::{describe_trap, PluginError};
+use crate::runtime::{PluginRuntime, PluginState, SUPPORTED_VERSION};
+
+pub(crate) const PACKAGE: &str = "refract:plugin/";
+
+/// The interface each plugin kind exports, and what to call that kind in messages.
+pub(crate) const KINDS: &[(&str, &str)] = &[
+    (
+        "replication-policy",
+        "a policy plugin (world policy-plugin)",
+    ),
+    ("record-filter", "a filter plugin (world filter-plugin)"),
+    (
+        "record-transform",
+        "a transform plugin (world transform-plugin)",
+    ),
+];
+
+/// One plugin world's generated bindings, seen generically.
+pub(crate) trait World: Sized + Send + 'static {
+    /// Pre-instantiated, type-checked component.
+    type Pre: Send + Sync + 'static;
+    /// The `refract:plugin` interface that identifies this world.
+    const INTERFACE: &'static str;
+
+    fn pre(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<Self::Pre>;
+    fn instantiate(pre: &Self::Pre, store: &mut Store<PluginState>) -> wasmtime::Result<Self>;
+    fn info(&self, store: &mut Store<PluginState>) -> wasmtime::Result<PluginInfo>;
+    fn init(
+        &self,
+        store: &mut Store<PluginState>,
+        config: &str,
+    ) -> wasmtime::Result<Result<(), WitPluginError>>;
+}
+
+/// A plugin of world `W` that compiled, linked and accepted its config.
+pub(crate) struct Plugin<W: World> {
+    runtime: Arc<PluginRuntime>,
+    pre: W::Pre,
+    pub(crate) name: Arc<str>,
+    config: String,
+    pub(crate) info: (String, String),
+}
+
+impl<W: World> Plugin<W> {
+    /// Loads and checks a compiled component as a `W` plugin and runs `init` once.
+    pub(crate) fn from_component(
+        runtime: &Arc<PluginRuntime>,
+        spec: &PluginSpec,
+        component: &Component,
+    ) -> Result<Self, PluginError> {
+        let name: Arc<str> = spec.location.to_string().into();
+        let instance_pre =
+            runtime
+                .linker
+                .instantiate_pre(component)
+                .map_err(|e| PluginError::Link {
+                    plugin: name.to_string(),
+                    reason: format!("{e:#}"),
+                })?;
+        let pre = W::pre(instance_pre).map_err(|e| PluginError::WrongWorld {
+            plugin: name.to_string(),
+            reason: format!(
+                "its exports do not match the {} interface: {e:#}",
+                W::INTERFACE
+            ),
+        })?;
+        let mut plugin = Self {
+            runtime: runtime.clone(),
+            pre,
+            name,
+            config: spec.config.clone(),
+            info: Default::default(),
+        };
+        let mut instance = plugin.instantiate()?;
+        let info = instance.call("info", |w, s| w.info(s).map(Ok))?;
+        plugin.info = (info.name, info.version);
+        Ok(plugin)
+    }
+
+    /// A new instance in a fresh store, initialised with the plugin's config.
+    pub(crate) fn instantiate(&self) -> Result<Instance<W>, PluginError> {
+        let mut store = self.runtime.new_store(self.name.clone());
+        let world = W::instantiate(&self.pre, &mut store).map_err(|e| PluginError::Trap {
+            plugin: self.name.to_string(),
+            call: "instantiation".into(),
+            reason: format!("{e:#}"),
+        })?;
+        let mut instance = Instance {
+            plugin_name: self.name.clone(),
+            runtime: self.runtime.clone(),
+            store,
+            world,
+        };
+        let config = self.config.clone();
+        instance
+            .call("init", |w, s| w.init(s, &config))
+            .map_err(|e| match e {
+                PluginError::Failed { plugin, reason, .. } => PluginError::Init { plugin, reason },
+                other => other,
+            })?;
+        Ok(instance)
+    }
+}
+
+/// Reads, compiles and checks that the component exports `interface` at a supported version;
+/// names what it is instead when it is another kind of plugin.
+pub(crate) fn compile_checked(
+    runtime: &PluginRuntime,
+    spec: &PluginSpec,
+    accepted: &[&str],
+) -> Result<(Component, &'static str), PluginError> {
+    let name = spec.location.to_string();
+    let component = runtime.compile(&spec.location)?;
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(&runtime.engine)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let ours: Vec<(&str, &str)> = exports
+        .iter()
+        .filter_map(|e| e.strip_prefix(PACKAGE))
+        .map(|rest| rest.split_once('@').unwrap_or((rest, "")))
+        .collect();
+    let wanted: Vec<String> = accepted.iter().map(|i| format!("{PACKAGE}{i}")).collect();
+    if ours.is_empty() {
+        return Err(PluginError::WrongWorld {
+            plugin: name,
+            reason: format!(
+                "it exports no refract:plugin interface (exports: {}); it must export {}",
+                if exports.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    exports.join(", ")
+                },
+                wanted.join(" or ")
+            ),
+        });
+    }
+    for (_, version) in &ours {
+        if !version_supported(version) {
+            return Err(PluginError::IncompatibleVersion {
+                plugin: name,
+                found: version.to_string(),
+                supported: format!("{}.{}.x", SUPPORTED_VERSION.0, SUPPORTED_VERSION.1),
+            });
+        }
+    }
+    if let Some(iface) = KINDS
+        .iter()
+        .map(|(i, _)| *i)
+        .find(|i| accepted.contains(i) && ours.iter().any(|(o, _)| o == i))
+    {
+        return Ok((component, iface));
+    }
+    let kind = ours
+        .iter()
+        .find_map(|(iface, _)| KINDS.iter().find(|(i, _)| i == iface).map(|(_, k)| *k));
+    let found: Vec<String> = ours.iter().map(|(i, _)| format!("{PACKAGE}{i}")).collect();
+    Err(PluginError::WrongWorld {
+        plugin: name,
+        reason: format!(
+            "it is {} (exports {}), but here it must export {}",
+            kind.unwrap_or("not a refract plugin of a known kind"),
+            found.join(", "),
+            wanted.join(" or ")
+        ),
+    })
+}
+
+fn version_supported(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => {
+            if SUPPORTED_VERSION.0 == 0 {
+                major == 0 && minor == SUPPORTED_VERSION.1
+            } else {
+                major == SUPPORTED_VERSION.0
+            }
+        }
+        _ => false,
+    }
+}
+
+/// One live instance and its store.
+pub(crate) struct Instance<W: World> {
+    plugin_name: Arc<str>,
+    runtime: Arc<PluginRuntime>,
+    store: Store<PluginState>,
+    world: W,
+}
+
+impl<W: World> Instance<W> {
+    /// Calls into the guest under the deadline; maps traps and plugin errors to [`PluginError`].
+    pub(crate) fn call<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
+    ) -> Result<R, PluginError> {
+        self.store.set_epoch_deadline(self.runtime.deadline_ticks());
+        match f(&self.world, &mut self.store) {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(PluginError::Failed {
+                plugin: self.plugin_name.to_string(),
+                call: call.to_string(),
+                reason: match e {
+                    WitPluginError::InvalidConfig(m) => format!("invalid config: {m}"),
+                    WitPluginError::Unsupported(m) => format!("unsupported: {m}"),
+                    WitPluginError::Failed(m) => m,
+                },
+            }),
+            Err(trap) => {
+                let stderr =
+                    String::from_utf8_lossy(&self.store.data().stderr.contents()).into_owned();
+                Err(PluginError::Trap {
+                    plugin: self.plugin_name.to_string(),
+                    call: call.to_string(),
+                    reason: describe_trap(
+                        &trap,
+                        self.runtime.limits.call_deadline,
+                        self.runtime.limits.memory_bytes,
+                        &stderr,
+                    ),
+                })
+            }
+        }
+    }
+}
+
+/// An instance that is replaced after a trap: the next call gets a fresh one.
+pub(crate) struct Live<W: World> {
+    pub(crate) plugin: Arc<Plugin<W>>,
+    instance: Option<Instance<W>>,
+}
+
+impl<W: World> Live<W> {
+    pub(crate) fn new(plugin: Arc<Plugin<W>>) -> Self {
+        Self {
+            plugin,
+            instance: None,
+        }
+    }
+
+    pub(crate) fn call<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
+    ) -> Result<R, PluginError> {
+        let instance = match &mut self.instance {
+            Some(i) => i,
+            empty => empty.insert(self.plugin.instantiate()?),
+        };
+        let result = instance.call(call, f);
+        if matches!(result, Err(PluginError::Trap { .. })) {
+            // A trapped store cannot be entered again.
+            self.instance = None;
+        }
+        result
+    }
+
+    /// Checks that a batch call answered once per input.
+    pub(crate) fn check_len<T>(
+        &self,
+        call: &str,
+        got: Vec<T>,
+        want: usize,
+        unit: &str,
+    ) -> Result<Vec<T>, PluginError> {
+        if got.len() == want {
+            Ok(got)
+        } else {
+            Err(PluginError::Contract {
+                plugin: self.plugin.name.to_string(),
+                call: call.to_string(),
+                reason: format!("returned {} answers for {want} {unit}", got.len()),
+            })
+        }
+    }
+}
+
+macro_rules! impl_world {
+    ($world:ty, $pre:ident, $iface:literal) => {
+        impl World for $world {
+            type Pre = $pre<PluginState>;
+            const INTERFACE: &'static str = $iface;
+            fn pre(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<Self::Pre> {
+                $pre::new(instance_pre)
+            }
+            fn instantiate(
+                pre: &Self::Pre,
+                store: &mut Store<PluginState>,
+            ) -> wasmtime::Result<Self> {
+                pre.instantiate(store)
+            }
+            fn info(&self, store: &mut Store<PluginState>) -> wasmtime::Result<PluginInfo> {
+                self.refract_plugin_lifecycle().call_info(store)
+            }
+            fn init(
+                &self,
+                store: &mut Store<PluginState>,
+                config: &str,
+            ) -> wasmtime::Result<Result<(), WitPluginError>> {
+                self.refract_plugin_lifecycle().call_init(store, config)
+            }
+        }
+    };
+}
+
+use crate::bindings::filter::{FilterPlugin, FilterPluginPre};
+use crate::bindings::policy::{PolicyPlugin, PolicyPluginPre};
+use crate::bindings::transform::{TransformPlugin, TransformPluginPre};
+
+impl_world!(PolicyPlugin, PolicyPluginPre, "replication-policy");
+impl_world!(FilterPlugin, FilterPluginPre, "record-filter");
+impl_world!(TransformPlugin, TransformPluginPre, "record-transform");
