@@ -6,6 +6,8 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use rdkafka::consumer::Consumer;
+
 use support::*;
 
 /// Mirrors 3 topics × 4 partitions × 250 records with `policy` and checks the target holds the
@@ -242,7 +244,8 @@ fn sigkill_mid_flow_loses_nothing() {
         .map(|i| TestRecord {
             partition: i % 4,
             key: Some(format!("k{i}").into_bytes()),
-            value: Some(format!("v{i}").into_bytes()),
+            // ~1 KiB values: 20 MiB take tansu a few seconds to serve, so the kill lands mid-flow.
+            value: Some(format!("v{i}-{}", "x".repeat(1000)).into_bytes()),
             headers: vec![],
             timestamp: 1_700_000_000_000 + i as i64,
         })
@@ -252,10 +255,16 @@ fn sigkill_mid_flow_loses_nothing() {
     let text = pipeline(&[("a", &a), ("b", &b)], flows);
     let mut refract = Refract::start(&text, &[]);
     let remote = format!("a.{topic}");
-    refract.wait("mirroring to be under way", || {
-        let n: i64 = b.counts(&remote).iter().sum();
-        n >= 3000
-    });
+    // Kill as soon as the first records land, watching with one long-lived client so the
+    // kill is not late.
+    let watcher = b.consumer();
+    let landed = |c: &rdkafka::consumer::BaseConsumer| -> i64 {
+        (0..4)
+            .filter_map(|p| c.fetch_watermarks(&remote, p, Duration::from_secs(1)).ok())
+            .map(|(lo, hi)| hi - lo)
+            .sum()
+    };
+    refract.wait("mirroring to be under way", || landed(&watcher) > 0);
     refract.kill();
     let at_kill: i64 = b.counts(&remote).iter().sum();
     assert!(

@@ -11,6 +11,7 @@ mod topics;
 pub use duration::parse_duration;
 pub use error::ConfigError;
 pub use model::{
-    ClientRole, Cluster, Flow, Pipeline, PluginLocation, PluginSpec, BUILTIN_POLICIES,
+    ClientRole, Cluster, Flow, OnError, Pipeline, PluginLocation, PluginSpec, ProcessorSpec,
+    BUILTIN_POLICIES, BUILTIN_PROCESSORS,
 };
 pub use topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};

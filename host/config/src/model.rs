@@ -6,11 +6,19 @@ use toml::Spanned;
 
 use crate::duration::parse_duration;
 use crate::error::{ConfigError, Locator};
-use crate::raw::{RawCluster, RawFlow, RawPipeline, RawPlugin};
+use crate::raw::{RawCluster, RawFlow, RawPipeline, RawPlugin, RawProcessor};
 use crate::topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};
 
 /// Names of the policies embedded in the binary.
 pub const BUILTIN_POLICIES: &[&str] = &["builtin:default", "builtin:identity"];
+
+/// Names of the record processors embedded in the binary.
+pub const BUILTIN_PROCESSORS: &[&str] = &[
+    "builtin:filter",
+    "builtin:headers",
+    "builtin:json-mask",
+    "builtin:route",
+];
 
 /// Client properties refract sets itself; a pipeline may not override them.
 const RESERVED_CLIENT_KEYS: &[&str] = &[
@@ -93,6 +101,42 @@ pub struct Flow {
     pub replication_factor: i32,
     /// Mirror heartbeats topics even when the topic filter does not include them (MM2 default).
     pub heartbeats_replication: bool,
+    /// Filters and transforms applied in order after the policy names the target topic.
+    pub processors: Vec<ProcessorSpec>,
+    /// Topic on the target that receives records a processor failed on (`on_error = "dead-letter"`).
+    pub dead_letter_topic: String,
+}
+
+/// A record processor in a flow's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessorSpec {
+    /// The filter or transform plugin.
+    pub plugin: PluginSpec,
+    /// What happens to records the processor fails on.
+    pub on_error: OnError,
+}
+
+/// What happens to the records of a batch a processor traps, times out or fails on, and to a
+/// record it rejects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Send them to the flow's dead-letter topic with headers naming the plugin and the error.
+    DeadLetter,
+    /// Drop them and count them.
+    Skip,
+    /// Stop the flow without committing past them; other flows keep running.
+    Stop,
+}
+
+impl OnError {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "dead-letter" => Some(Self::DeadLetter),
+            "skip" => Some(Self::Skip),
+            "stop" => Some(Self::Stop),
+            _ => None,
+        }
+    }
 }
 
 impl Flow {
@@ -384,6 +428,21 @@ impl Builder<'_> {
                 }
             },
         };
+        let mut processors = Vec::new();
+        for (j, p) in raw.processors.unwrap_or_default().into_iter().enumerate() {
+            processors.push(self.processor(&format!("{key}.processors[{j}]"), p)?);
+        }
+        let dead_letter_topic = match raw.dead_letter_topic {
+            Some(t) if t.get_ref().trim().is_empty() => {
+                return self.err(
+                    t.span(),
+                    format!("{key}.dead_letter_topic"),
+                    "must not be empty".into(),
+                );
+            }
+            Some(t) => t.into_inner(),
+            None => format!("refract.dlq.{}.internal", raw.source.get_ref()),
+        };
         if raw.enabled == Some(false) {
             return Ok(None);
         }
@@ -396,7 +455,37 @@ impl Builder<'_> {
             commit_interval,
             replication_factor,
             heartbeats_replication: raw.heartbeats_replication.unwrap_or(true),
+            processors,
+            dead_letter_topic,
         }))
+    }
+
+    fn processor(
+        &self,
+        key: &str,
+        raw: Spanned<RawProcessor>,
+    ) -> Result<ProcessorSpec, ConfigError> {
+        let span = raw.span();
+        let raw = raw.into_inner();
+        let on_error = match raw.on_error {
+            None => OnError::Stop,
+            Some(text) => OnError::parse(text.get_ref()).ok_or_else(|| {
+                self.loc.error(
+                    Some(text.span()),
+                    format!("{key}.on_error"),
+                    format!(
+                        "unknown value `{}` (use \"dead-letter\", \"skip\" or \"stop\")",
+                        text.get_ref()
+                    ),
+                )
+            })?,
+        };
+        let plugin = RawPlugin {
+            plugin: raw.plugin,
+            config: raw.config,
+        };
+        let plugin = self.plugin(key, Spanned::new(span, plugin), BUILTIN_PROCESSORS)?;
+        Ok(ProcessorSpec { plugin, on_error })
     }
 
     fn patterns(&self, key: &str, list: Vec<Spanned<String>>) -> Result<PatternList, ConfigError> {
@@ -601,5 +690,72 @@ target = "a"
         let p = parse(text).unwrap();
         assert_eq!(p.flows.len(), 1);
         assert_eq!(p.flows[0].name(), "b->a");
+    }
+}
+
+#[cfg(test)]
+mod processor_tests {
+    use super::*;
+
+    const HEAD: &str = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
+
+    #[test]
+    fn processors_parse_in_order_with_on_error() {
+        let text = format!(
+            "{HEAD}processors = [\n  {{ plugin = \"builtin:filter\", config = {{ header = \"env\" }} }},\n  {{ plugin = \"builtin:json-mask\", on_error = \"dead-letter\" }},\n  {{ plugin = \"builtin:headers\", on_error = \"skip\" }},\n]\n"
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        let procs = &p.flows[0].processors;
+        assert_eq!(procs.len(), 3);
+        assert_eq!(
+            procs[0].plugin.location,
+            PluginLocation::Builtin("builtin:filter".into())
+        );
+        assert_eq!(procs[0].on_error, OnError::Stop);
+        assert_eq!(procs[0].plugin.config.trim(), "header = \"env\"");
+        assert_eq!(procs[0].plugin.key, "flow[0].processors[0]");
+        assert_eq!(procs[1].on_error, OnError::DeadLetter);
+        assert_eq!(procs[2].on_error, OnError::Skip);
+        assert_eq!(p.flows[0].dead_letter_topic, "refract.dlq.a.internal");
+    }
+
+    #[test]
+    fn bad_processors_name_line_and_key() {
+        let cases = [
+            (
+                "processors = [{ plugin = \"builtin:filter\", on_error = \"retry\" }]",
+                "flow[0].processors[0].on_error",
+                "unknown value `retry`",
+            ),
+            (
+                "processors = [{ plugin = \"builtin:default\" }]",
+                "flow[0].processors[0].plugin",
+                "unknown built-in plugin",
+            ),
+            (
+                "processors = [{ plugin = \"nope.wasm\" }]",
+                "flow[0].processors[0].plugin",
+                "does not exist",
+            ),
+            (
+                "processors = [{ plugin = \"builtin:filter\", when = 1 }]",
+                "when",
+                "unknown field",
+            ),
+            (
+                "dead_letter_topic = \" \"",
+                "flow[0].dead_letter_topic",
+                "must not be empty",
+            ),
+        ];
+        for (body, key, message) in cases {
+            let err = Pipeline::parse(Path::new("p.toml"), &format!("{HEAD}{body}\n")).unwrap_err();
+            assert_eq!(err.line, Some(8), "{body}: {err}");
+            assert!(
+                err.key == key || err.to_string().contains(key),
+                "{body}: {err}"
+            );
+            assert!(err.message.contains(message), "{body}: {err}");
+        }
     }
 }

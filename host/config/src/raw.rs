@@ -41,6 +41,16 @@ pub struct RawFlow {
     pub commit_interval: Option<Spanned<String>>,
     pub replication_factor: Option<Spanned<i64>>,
     pub heartbeats_replication: Option<bool>,
+    pub processors: Option<Vec<Spanned<RawProcessor>>>,
+    pub dead_letter_topic: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProcessor {
+    pub plugin: Spanned<String>,
+    pub config: Option<toml::Table>,
+    pub on_error: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,7 +1,7 @@
 //! One running flow: source consumer → policy → target producer, with the source position
 //! committed only up to what the target has acknowledged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -11,14 +11,16 @@ use rdkafka::admin::AdminClient;
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, DeliveryResult, Header, Headers, OwnedHeaders};
+use rdkafka::message::{DeliveryResult, Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
-use refract_config::{ClientRole, Cluster, Flow};
-use refract_plugin::{PolicyPlugin, ReplicationPolicy};
+use refract_config::{ClientRole, Cluster, Flow, OnError};
+use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy};
+
+use crate::chain::{Chain, Item};
 
 use crate::clients::{client_config, create_topic, grow_topic, list_topics, REQUEST_TIMEOUT};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
@@ -41,6 +43,14 @@ pub struct FlowStatus {
     pub duplicates: u64,
     /// Times the flow failed and was restarted.
     pub restarts: u64,
+    /// Records a processor dropped on purpose.
+    pub records_dropped: u64,
+    /// Records dropped because a processor with `on_error = "skip"` failed on them.
+    pub records_skipped: u64,
+    /// Records sent to the dead-letter topic.
+    pub records_dead_lettered: u64,
+    /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
+    pub halted: Option<String>,
     /// The last failure, if any.
     pub last_error: Option<String>,
 }
@@ -58,7 +68,8 @@ pub fn progress_group(flow: &Flow) -> String {
     format!("refract-{}-{}", flow.source, flow.target)
 }
 
-type Token = Box<(usize, i64)>;
+/// (slot, source offset, whether the output goes to the slot's own remote partition).
+type Token = Box<(usize, i64, bool)>;
 
 /// Routes delivery reports to the partition progress they belong to.
 struct DeliveryContext {
@@ -71,13 +82,13 @@ impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = Token;
 
     fn delivery(&self, result: &DeliveryResult<'_>, token: Token) {
-        let (slot, offset) = *token;
+        let (slot, offset, primary) = *token;
         let mut progress = lock(&self.progress);
         let Some(p) = progress.get_mut(slot) else {
             return;
         };
         match result {
-            Ok(m) => p.acked(offset, m.offset()),
+            Ok(m) => p.acked(offset, primary.then(|| m.offset())),
             Err((e, _)) => p.failed(offset, e.to_string()),
         }
     }
@@ -100,8 +111,10 @@ pub struct FlowRunner {
     source: Cluster,
     target: Cluster,
     plugin: Arc<PolicyPlugin>,
+    processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
     stop: Arc<AtomicBool>,
     status: SharedStatus,
+    known_outputs: Mutex<HashSet<String>>,
 }
 
 struct Clients {
@@ -134,6 +147,7 @@ impl FlowRunner {
         source: Cluster,
         target: Cluster,
         plugin: Arc<PolicyPlugin>,
+        processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
         stop: Arc<AtomicBool>,
         status: SharedStatus,
     ) -> Self {
@@ -142,8 +156,10 @@ impl FlowRunner {
             source,
             target,
             plugin,
+            processors,
             stop,
             status,
+            known_outputs: Mutex::new(HashSet::new()),
         }
     }
 
@@ -153,6 +169,13 @@ impl FlowRunner {
         let progress = Arc::new(Mutex::new(Vec::new()));
         let clients = self.connect(&name, progress.clone())?;
         let mut policy = ReplicationPolicy::new(self.plugin.clone());
+        let mut chain = Chain::new(
+            &self.source.alias,
+            self.processors
+                .iter()
+                .map(|(p, on_error)| (Processor::new(p.clone()), *on_error))
+                .collect(),
+        );
         let planner = TopicPlanner::new(&self.flow);
         let mut slots = Slots::default();
         let mut last_plan = TopicPlan::default();
@@ -176,7 +199,7 @@ impl FlowRunner {
                 }
                 next_discovery = Instant::now() + self.flow.refresh_topics_interval;
             }
-            self.forward_batch(&clients, &mut slots, &progress)?;
+            self.forward_batch(&clients, &mut slots, &progress, &mut chain)?;
             clients.producer.poll(Duration::ZERO);
             if let Some((slot, failure)) = lock(&progress)
                 .iter()
@@ -478,83 +501,195 @@ impl FlowRunner {
         Ok(())
     }
 
-    /// Polls up to one batch from the source and hands it to the producer.
+    /// Polls up to one batch from the source and hands it to the producer, through the
+    /// processor chain when there is one.
     fn forward_batch(
         &self,
         clients: &Clients,
         slots: &mut Slots,
         progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        chain: &mut Chain,
     ) -> Result<()> {
         let mut timeout = Duration::from_millis(100);
-        let mut sent = 0u64;
+        let mut polled = 0u64;
+        let mut pending: Vec<(usize, Item)> = Vec::new();
         for _ in 0..MAX_POLL_BATCH {
-            match clients.consumer.poll(timeout) {
+            let msg = match clients.consumer.poll(timeout) {
                 None => break,
                 Some(Err(e)) => {
                     warn!(flow = %self.flow.name(), "reading from {}: {e}", self.source.alias);
                     break;
                 }
-                Some(Ok(msg)) => {
-                    self.forward(clients, slots, progress, &msg)?;
-                    sent += 1;
-                    timeout = Duration::ZERO;
-                }
+                Some(Ok(msg)) => msg,
+            };
+            timeout = Duration::ZERO;
+            let Some(i) = slots.find(msg.topic(), msg.partition()) else {
+                continue;
+            };
+            let offset = msg.offset();
+            let slot = &mut slots.slots[i];
+            if slot.position.is_some_and(|p| offset < p) {
+                continue; // already forwarded in this run
+            }
+            slot.position = Some(offset + 1);
+            polled += 1;
+            if chain.is_empty() {
+                lock(progress)[i].sent(offset, 1);
+                let headers = msg.headers().map(|h| {
+                    h.iter()
+                        .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
+                            acc.insert(Header {
+                                key: hd.key,
+                                value: hd.value,
+                            })
+                        })
+                });
+                let output = Output {
+                    topic: &slot.remote,
+                    partition: Some(slot.partition),
+                    key: msg.key(),
+                    value: msg.payload(),
+                    timestamp: msg.timestamp().to_millis(),
+                    headers,
+                };
+                send(clients, Box::new((i, offset, true)), output)?;
+            } else {
+                pending.push((
+                    i,
+                    Item {
+                        offset,
+                        topic: slot.remote.clone(),
+                        partition: slot.partition,
+                        timestamp: msg.timestamp().to_millis(),
+                        key: msg.key().map(<[u8]>::to_vec),
+                        value: msg.payload().map(<[u8]>::to_vec),
+                        headers: msg
+                            .headers()
+                            .map(|h| {
+                                h.iter()
+                                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    },
+                ));
             }
         }
-        if sent > 0 {
-            lock(&self.status).records_sent += sent;
+        if polled > 0 {
+            lock(&self.status).records_sent += polled;
+        }
+        if !pending.is_empty() {
+            self.process(clients, slots, progress, chain, pending)?;
         }
         Ok(())
     }
 
-    fn forward(
+    /// Runs polled records through the chain, one source partition at a time, and sends what
+    /// comes out: records to their target topics, failures to the dead-letter topic.
+    fn process(
         &self,
         clients: &Clients,
         slots: &mut Slots,
         progress: &Arc<Mutex<Vec<PartitionProgress>>>,
-        msg: &BorrowedMessage<'_>,
+        chain: &mut Chain,
+        pending: Vec<(usize, Item)>,
     ) -> Result<()> {
-        let Some(i) = slots.find(msg.topic(), msg.partition()) else {
-            return Ok(());
-        };
-        let slot = &mut slots.slots[i];
-        let offset = msg.offset();
-        if slot.position.is_some_and(|p| offset < p) {
-            return Ok(()); // already forwarded in this run
-        }
-        let headers = msg.headers().map(|h| {
-            h.iter()
-                .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
-                    acc.insert(Header {
-                        key: hd.key,
-                        value: hd.value,
-                    })
-                })
-        });
-        let mut record: BaseRecord<'_, [u8], [u8], Token> =
-            BaseRecord::with_opaque_to(&slot.remote, Box::new((i, offset)));
-        record.partition = Some(slot.partition);
-        record.key = msg.key();
-        record.payload = msg.payload();
-        record.timestamp = msg.timestamp().to_millis();
-        record.headers = headers;
-        lock(progress)[i].sent(offset);
-        loop {
-            match clients.producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    record = back;
-                    clients.producer.poll(Duration::from_millis(50));
-                }
-                Err((e, _)) => bail!(
-                    "producing {}[{}] offset {offset} to {}: {e}",
-                    slot.topic,
-                    slot.partition,
-                    slot.remote
-                ),
+        let mut runs: Vec<(usize, Vec<Item>)> = Vec::new();
+        for (i, item) in pending {
+            match runs.iter_mut().find(|(s, _)| *s == i) {
+                Some((_, items)) => items.push(item),
+                None => runs.push((i, vec![item])),
             }
         }
-        slot.position = Some(offset + 1);
+        for (i, items) in runs {
+            let (topic, partition, remote) = {
+                let s = &slots.slots[i];
+                (s.topic.clone(), s.partition, s.remote.clone())
+            };
+            let offsets: Vec<i64> = items.iter().map(|x| x.offset).collect();
+            let out = chain
+                .run(&topic, partition, items)
+                .map_err(anyhow::Error::new)?;
+            // Register every output before sending any, so no acknowledgement can arrive for a
+            // record the progress does not know yet.
+            let mut outputs: BTreeMap<i64, u32> = offsets.iter().map(|o| (*o, 0)).collect();
+            for offset in out
+                .forward
+                .iter()
+                .map(|f| f.offset)
+                .chain(out.dead.iter().map(|d| d.item.offset))
+            {
+                *outputs.entry(offset).or_default() += 1;
+            }
+            {
+                let mut p = lock(progress);
+                for (offset, n) in &outputs {
+                    p[i].sent(*offset, *n);
+                }
+            }
+            let source_partitions = slots.by_topic.get(&topic).map_or(1, Vec::len) as i32;
+            for f in &out.forward {
+                if f.topic != remote {
+                    self.ensure_output_topic(clients, &f.topic, source_partitions)?;
+                }
+                let primary = f.topic == remote && f.partition == partition;
+                send(
+                    clients,
+                    Box::new((i, f.offset, primary)),
+                    Output::of(f, Some(f.partition), owned_headers(&f.headers, &[])),
+                )?;
+            }
+            if !out.dead.is_empty() {
+                self.ensure_output_topic(clients, &self.flow.dead_letter_topic, 1)?;
+            }
+            for d in &out.dead {
+                let partition_text = partition.to_string();
+                let offset_text = d.item.offset.to_string();
+                let extra = [
+                    ("refract.error.plugin", d.plugin.as_str()),
+                    ("refract.error.message", d.error.as_str()),
+                    ("refract.source.cluster", self.source.alias.as_str()),
+                    ("refract.source.topic", topic.as_str()),
+                    ("refract.source.partition", partition_text.as_str()),
+                    ("refract.source.offset", offset_text.as_str()),
+                ];
+                let mut output = Output::of(&d.item, None, owned_headers(&d.item.headers, &extra));
+                output.topic = &self.flow.dead_letter_topic;
+                send(clients, Box::new((i, d.item.offset, false)), output)?;
+            }
+            let mut status = lock(&self.status);
+            status.records_dropped += out.dropped;
+            status.records_skipped += out.skipped;
+            status.records_dead_lettered += out.dead.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Makes sure a topic a processor routes to (or the dead-letter topic) exists on the target.
+    fn ensure_output_topic(&self, clients: &Clients, topic: &str, partitions: i32) -> Result<()> {
+        if lock(&self.known_outputs).contains(topic) {
+            return Ok(());
+        }
+        let exists = list_topics(&clients.target_meta)?
+            .iter()
+            .any(|(t, _)| t == topic);
+        if !exists {
+            create_topic(
+                &clients.admin,
+                topic,
+                partitions,
+                self.flow.replication_factor,
+            )
+            .with_context(|| {
+                format!(
+                    "creating {topic} on {} for flow {}",
+                    self.target.alias,
+                    self.flow.name()
+                )
+            })?;
+            info!(flow = %self.flow.name(), "created {topic} on {} with {partitions} partitions", self.target.alias);
+        }
+        lock(&self.known_outputs).insert(topic.to_string());
         Ok(())
     }
 
@@ -622,7 +757,75 @@ impl FlowRunner {
     /// Notes a failed run in the shared status.
     pub fn record_failure(&self, error: &anyhow::Error) {
         let mut status = lock(&self.status);
-        status.restarts += 1;
         status.last_error = Some(format!("{error:#}"));
+        match error.downcast_ref::<crate::chain::Halt>() {
+            Some(halt) => status.halted = Some(halt.to_string()),
+            None => status.restarts += 1,
+        }
+    }
+}
+
+/// One record to produce.
+struct Output<'a> {
+    topic: &'a str,
+    partition: Option<i32>,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    timestamp: Option<i64>,
+    headers: Option<OwnedHeaders>,
+}
+
+impl<'a> Output<'a> {
+    fn of(item: &'a Item, partition: Option<i32>, headers: OwnedHeaders) -> Self {
+        Self {
+            topic: &item.topic,
+            partition,
+            key: item.key.as_deref(),
+            value: item.value.as_deref(),
+            timestamp: item.timestamp,
+            headers: Some(headers),
+        }
+    }
+}
+
+fn owned_headers(headers: &[(String, Option<Vec<u8>>)], extra: &[(&str, &str)]) -> OwnedHeaders {
+    let mut out = OwnedHeaders::new_with_capacity(headers.len() + extra.len());
+    for (k, v) in headers {
+        out = out.insert(Header {
+            key: k,
+            value: v.as_deref(),
+        });
+    }
+    for (k, v) in extra {
+        out = out.insert(Header {
+            key: k,
+            value: Some(v.as_bytes()),
+        });
+    }
+    out
+}
+
+/// Hands one record to the producer, waiting while its queue is full.
+fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
+    let (slot, offset, _) = *token;
+    let mut record: BaseRecord<'_, [u8], [u8], Token> =
+        BaseRecord::with_opaque_to(output.topic, token);
+    record.partition = output.partition;
+    record.key = output.key;
+    record.payload = output.value;
+    record.timestamp = output.timestamp;
+    record.headers = output.headers;
+    loop {
+        match clients.producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                record = back;
+                clients.producer.poll(Duration::from_millis(50));
+            }
+            Err((e, _)) => bail!(
+                "producing source offset {offset} (slot {slot}) to {}: {e}",
+                output.topic
+            ),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The mirror: each flow of a pipeline runs on its own thread, reading a source cluster,
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
+mod chain;
 mod clients;
 mod flow;
 mod planner;
@@ -14,9 +15,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tracing::{error, info};
 
-use refract_config::{Flow, Pipeline};
-use refract_plugin::{PluginRuntime, PolicyPlugin};
+use refract_config::{Flow, OnError, Pipeline};
+use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
 
+pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
 pub use flow::{progress_group, FlowRunner, FlowStatus, SharedStatus};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::PartitionProgress;
@@ -30,6 +32,8 @@ pub struct PreparedFlow {
     pub flow: Flow,
     /// Its replication policy.
     pub policy: Arc<PolicyPlugin>,
+    /// Its processors in order, each with its `on_error`.
+    pub processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
 }
 
 /// Loads every plugin of the flows whose target is in `targets` (all when empty). Any bad plugin
@@ -64,9 +68,25 @@ pub fn prepare(
                     flow.name()
                 )
             })?;
+            let processors = flow
+                .processors
+                .iter()
+                .map(|p| {
+                    let plugin = ProcessorPlugin::load(runtime, &p.plugin).with_context(|| {
+                        format!(
+                            "{}: {} (flow {})",
+                            pipeline.file.display(),
+                            p.plugin.key,
+                            flow.name()
+                        )
+                    })?;
+                    Ok((plugin, p.on_error))
+                })
+                .collect::<Result<Vec<_>>>()?;
             Ok(PreparedFlow {
                 flow: flow.clone(),
                 policy,
+                processors,
             })
         })
         .collect()
@@ -97,6 +117,7 @@ impl Mirror {
                 source,
                 target,
                 p.policy,
+                p.processors,
                 stop.clone(),
                 status.clone(),
             );
@@ -144,6 +165,10 @@ fn supervise(name: &str, runner: &FlowRunner, stop: &AtomicBool) {
             Ok(()) => return,
             Err(e) => {
                 runner.record_failure(&e);
+                if let Some(halt) = e.downcast_ref::<Halt>() {
+                    error!(flow = %name, "flow halted; fix the processor and restart refract: {halt}");
+                    return;
+                }
                 if stop.load(Ordering::Relaxed) {
                     error!(flow = %name, "flow failed while stopping: {e:#}");
                     return;

@@ -6,8 +6,10 @@ use std::collections::VecDeque;
 /// One source partition's records sent to the target and not yet covered by the watermark.
 #[derive(Debug, Default)]
 pub struct PartitionProgress {
-    /// (source offset, acknowledged target offset) in send order; source offsets increase.
-    inflight: VecDeque<(i64, Option<i64>)>,
+    /// Source records in send order (source offsets increase): how many of their outputs are
+    /// not yet acknowledged, and the target offset of the last one written to the record's own
+    /// remote partition.
+    inflight: VecDeque<Pending>,
     /// Source offset after the last contiguously acknowledged record.
     acked_next: Option<i64>,
     /// Target offset after the last contiguously acknowledged record.
@@ -16,21 +18,48 @@ pub struct PartitionProgress {
     failure: Option<String>,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    offset: i64,
+    remaining: u32,
+    downstream: Option<i64>,
+}
+
 impl PartitionProgress {
-    /// Records that `offset` was handed to the producer.
-    pub fn sent(&mut self, offset: i64) {
-        debug_assert!(self.inflight.back().is_none_or(|(o, _)| *o < offset));
-        self.inflight.push_back((offset, None));
+    /// Records that source record `offset` was handed to the producer as `outputs` records
+    /// (0 when it was dropped: it then completes as soon as everything before it has).
+    pub fn sent(&mut self, offset: i64, outputs: u32) {
+        debug_assert!(self.inflight.back().is_none_or(|p| p.offset < offset));
+        self.inflight.push_back(Pending {
+            offset,
+            remaining: outputs,
+            downstream: None,
+        });
+        self.advance();
     }
 
-    /// Records the target's acknowledgement of `offset`, written at `downstream`.
-    pub fn acked(&mut self, offset: i64, downstream: i64) {
-        if let Ok(i) = self.inflight.binary_search_by_key(&offset, |(o, _)| *o) {
-            self.inflight[i].1 = Some(downstream);
+    /// Records the target's acknowledgement of one output of source record `offset`;
+    /// `downstream` is its target offset when it went to the record's own remote partition.
+    pub fn acked(&mut self, offset: i64, downstream: Option<i64>) {
+        if let Ok(i) = self.inflight.binary_search_by_key(&offset, |p| p.offset) {
+            let p = &mut self.inflight[i];
+            p.remaining = p.remaining.saturating_sub(1);
+            if downstream.is_some() {
+                p.downstream = downstream;
+            }
         }
-        while let Some((o, Some(d))) = self.inflight.front().copied() {
-            self.acked_next = Some(o + 1);
-            self.downstream_next = Some(d + 1);
+        self.advance();
+    }
+
+    fn advance(&mut self) {
+        while let Some(p) = self.inflight.front().copied() {
+            if p.remaining > 0 {
+                break;
+            }
+            self.acked_next = Some(p.offset + 1);
+            if let Some(d) = p.downstream {
+                self.downstream_next = Some(d + 1);
+            }
             self.inflight.pop_front();
         }
     }
@@ -85,10 +114,10 @@ mod tests {
         for (i, (sent, acks, want, inflight)) in cases.iter().enumerate() {
             let mut p = PartitionProgress::default();
             for o in *sent {
-                p.sent(*o);
+                p.sent(*o, 1);
             }
             for (o, d) in *acks {
-                p.acked(*o, *d);
+                p.acked(*o, Some(*d));
             }
             assert_eq!(p.committable(), *want, "case {i}");
             assert_eq!(p.in_flight(), *inflight, "case {i}");
@@ -98,19 +127,40 @@ mod tests {
     #[test]
     fn downstream_position_follows_the_watermark() {
         let mut p = PartitionProgress::default();
-        p.sent(0);
-        p.sent(1);
-        p.acked(1, 41);
+        p.sent(0, 1);
+        p.sent(1, 1);
+        p.acked(1, Some(41));
         assert_eq!(p.downstream_next(), None);
-        p.acked(0, 40);
+        p.acked(0, Some(40));
         assert_eq!(p.downstream_next(), Some(42));
+    }
+
+    /// A fanned-out record completes when all its outputs are acked; a dropped one (0 outputs)
+    /// completes as soon as everything before it has.
+    #[test]
+    fn fan_out_and_drops() {
+        let mut p = PartitionProgress::default();
+        p.sent(0, 3);
+        p.sent(1, 0);
+        p.sent(2, 1);
+        p.acked(0, Some(10));
+        p.acked(0, None);
+        assert_eq!(p.committable(), None);
+        p.acked(2, Some(13));
+        assert_eq!(p.committable(), None);
+        p.acked(0, Some(12));
+        assert_eq!(p.committable(), Some(3));
+        assert_eq!(p.downstream_next(), Some(14));
+        p.sent(3, 0);
+        assert_eq!(p.committable(), Some(4));
+        assert_eq!(p.in_flight(), 0);
     }
 
     #[test]
     fn first_failure_is_kept() {
         let mut p = PartitionProgress::default();
-        p.sent(7);
-        p.sent(8);
+        p.sent(7, 1);
+        p.sent(8, 1);
         p.failed(7, "timed out".into());
         p.failed(8, "later".into());
         assert_eq!(p.failure(), Some("offset 7: timed out"));
