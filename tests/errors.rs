@@ -18,6 +18,7 @@ fn cases() -> Vec<Case> {
     let misbehaving = guest("misbehaving_policy.wasm").display().to_string();
     let filter_shaped = guest("filter_shaped.wasm").display().to_string();
     let future = guest("future_policy.wasm").display().to_string();
+    let filter_processor = guest("filter_processor.wasm").display().to_string();
     let flow = |extra: &str| format!("[[flow]]\nsource = \"a\"\ntarget = \"c\"\n{extra}\n");
     vec![
         Case { name: "unknown key", flow: flow("topicz = [\"x\"]"), expect: vec![":11:".into(), "topicz".into()] },
@@ -51,6 +52,26 @@ fn cases() -> Vec<Case> {
             name: "plugin exports the wrong world",
             flow: flow(&format!("policy = {{ plugin = \"{filter_shaped}\" }}")),
             expect: vec![filter_shaped.clone(), "wrong plugin kind".into(), "a filter plugin".into(), "refract:plugin/replication-policy".into()],
+        },
+        Case {
+            name: "filter processor given as a policy",
+            flow: flow(&format!("policy = {{ plugin = \"{filter_processor}\" }}")),
+            expect: vec![filter_processor.clone(), "flow[0].policy".into(), "a filter plugin (world filter-plugin)".into()],
+        },
+        Case {
+            name: "policy given as a processor",
+            flow: flow(&format!("processors = [{{ plugin = \"{rename}\" }}]")),
+            expect: vec![
+                rename.clone(),
+                "flow[0].processors[0]".into(),
+                "a policy plugin (world policy-plugin)".into(),
+                "refract:plugin/record-filter or refract:plugin/record-transform".into(),
+            ],
+        },
+        Case {
+            name: "processor rejects its config",
+            flow: flow("processors = [{ plugin = \"builtin:filter\", config = { action = \"explode\" } }]"),
+            expect: vec!["builtin:filter".into(), "flow[0].processors[0]".into(), "init rejected its config".into(), "action".into()],
         },
         Case {
             name: "plugin built for another contract version",

@@ -2,23 +2,32 @@
 
 use std::path::PathBuf;
 
-const DEFAULT_POLICY: &[u8] =
-    include_bytes!(concat!(env!("REFRACT_GUEST_DIR"), "/default_policy.wasm"));
-const IDENTITY_POLICY: &[u8] =
-    include_bytes!(concat!(env!("REFRACT_GUEST_DIR"), "/identity_policy.wasm"));
+macro_rules! guest {
+    ($file:literal) => {
+        include_bytes!(concat!(env!("REFRACT_GUEST_DIR"), "/", $file))
+    };
+}
+
+const DEFAULT_POLICY: &[u8] = guest!("default_policy.wasm");
+const IDENTITY_POLICY: &[u8] = guest!("identity_policy.wasm");
 
 /// The rename policy's component, embedded so `refract demo` can write it out and load it as a
 /// file the way a user's own plugin is loaded.
-pub const BUILTIN_RENAME_WASM: &[u8] =
-    include_bytes!(concat!(env!("REFRACT_GUEST_DIR"), "/rename.wasm"));
+pub const BUILTIN_RENAME_WASM: &[u8] = guest!("rename.wasm");
+
+/// Built-in names and their components.
+const BUILTINS: &[(&str, &[u8])] = &[
+    ("builtin:default", DEFAULT_POLICY),
+    ("builtin:identity", IDENTITY_POLICY),
+    ("builtin:filter", guest!("filter_processor.wasm")),
+    ("builtin:headers", guest!("headers_processor.wasm")),
+    ("builtin:json-mask", guest!("json_mask_processor.wasm")),
+    ("builtin:route", guest!("route_processor.wasm")),
+];
 
 /// The component bytes of a `builtin:` plugin.
 pub(crate) fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
-    match name {
-        "builtin:default" => Some(DEFAULT_POLICY),
-        "builtin:identity" => Some(IDENTITY_POLICY),
-        _ => None,
-    }
+    BUILTINS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
 }
 
 /// The folder where the build placed every guest plugin compiled from `plugins/`

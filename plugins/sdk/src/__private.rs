@@ -1,14 +1,19 @@
-//! Runtime behind [`export_policy!`](crate::export_policy); not a stable API.
+//! Runtime behind [`export_policy!`](crate::export_policy),
+//! [`export_filter!`](crate::export_filter) and [`export_transform!`](crate::export_transform);
+//! not a stable API.
 
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
-use crate::{PluginError, PluginInfo, ReplicationPolicy};
+pub use crate::bindings::refract::plugin::types::RecordBatch;
+use crate::{
+    BatchInfo, Outcome, PluginError, PluginInfo, RecordFilter, RecordTransform, ReplicationPolicy,
+};
 
 /// The message of every call made before a successful `init`.
 pub const NOT_INITIALIZED: &str = "init was not called";
 
-/// Where an exported plugin keeps the policy that `init` built.
+/// Where an exported plugin keeps the policy, filter or transform that `init` built.
 pub type Slot<T> = RefCell<Option<T>>;
 
 /// A topic or cluster name as the WIT passes it.
@@ -25,25 +30,93 @@ pub const fn empty_slot<T>() -> Slot<T> {
     RefCell::new(None)
 }
 
-/// Answers `lifecycle.info`.
+/// Answers `lifecycle.info` of a policy.
 pub fn info<T: ReplicationPolicy>() -> PluginInfo {
+    plugin_info(T::NAME, T::VERSION)
+}
+
+/// Answers `lifecycle.info` of a filter.
+pub fn filter_info<T: RecordFilter>() -> PluginInfo {
+    plugin_info(T::NAME, T::VERSION)
+}
+
+/// Answers `lifecycle.info` of a transform.
+pub fn transform_info<T: RecordTransform>() -> PluginInfo {
+    plugin_info(T::NAME, T::VERSION)
+}
+
+fn plugin_info(name: &str, version: &str) -> PluginInfo {
     PluginInfo {
-        name: T::NAME.to_owned(),
-        version: T::VERSION.to_owned(),
+        name: name.to_owned(),
+        version: version.to_owned(),
     }
 }
 
-/// Answers `lifecycle.init`: builds the policy and stores it, replacing any earlier one.
+/// Answers `lifecycle.init` of a policy: builds it and stores it, replacing any earlier one.
 pub fn init<T: ReplicationPolicy>(
     slot: &'static LocalKey<Slot<T>>,
     config: &str,
 ) -> Result<(), PluginError> {
-    let policy = T::from_config(config)?;
-    slot.with(|cell| *cell.borrow_mut() = Some(policy));
+    store(slot, T::from_config(config)?);
     Ok(())
 }
 
-fn with_policy<T: ReplicationPolicy, R>(
+/// Answers `lifecycle.init` of a filter: builds it and stores it, replacing any earlier one.
+pub fn filter_init<T: RecordFilter>(
+    slot: &'static LocalKey<Slot<T>>,
+    config: &str,
+) -> Result<(), PluginError> {
+    store(slot, T::from_config(config)?);
+    Ok(())
+}
+
+/// Answers `lifecycle.init` of a transform: builds it and stores it, replacing any earlier one.
+pub fn transform_init<T: RecordTransform>(
+    slot: &'static LocalKey<Slot<T>>,
+    config: &str,
+) -> Result<(), PluginError> {
+    store(slot, T::from_config(config)?);
+    Ok(())
+}
+
+fn store<T: 'static>(slot: &'static LocalKey<Slot<T>>, plugin: T) {
+    slot.with(|cell| *cell.borrow_mut() = Some(plugin));
+}
+
+/// Answers `record-filter.filter`: one flag per record, checked against the batch size.
+pub fn filter<T: RecordFilter>(
+    slot: &'static LocalKey<Slot<T>>,
+    batch: RecordBatch,
+) -> Result<Vec<bool>, PluginError> {
+    let (info, records) = BatchInfo::split(batch);
+    let flags = with_policy(slot, |filter| filter.filter_batch(&info, &records))??;
+    check_count("filter", "flags", flags.len(), records.len())?;
+    Ok(flags)
+}
+
+/// Answers `record-transform.transform`: one outcome per record, checked against the batch size.
+pub fn transform<T: RecordTransform>(
+    slot: &'static LocalKey<Slot<T>>,
+    batch: RecordBatch,
+) -> Result<Vec<Outcome>, PluginError> {
+    let (info, records) = BatchInfo::split(batch);
+    let expected = records.len();
+    let outcomes = with_policy(slot, |transform| transform.transform_batch(&info, records))??;
+    check_count("transform", "outcomes", outcomes.len(), expected)?;
+    Ok(outcomes)
+}
+
+fn check_count(function: &str, what: &str, got: usize, expected: usize) -> Result<(), PluginError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(PluginError::Failed(format!(
+            "{function} answered {got} {what} for {expected} records"
+        )))
+    }
+}
+
+fn with_policy<T: 'static, R>(
     slot: &'static LocalKey<Slot<T>>,
     f: impl FnOnce(&T) -> R,
 ) -> Result<R, PluginError> {
@@ -55,7 +128,7 @@ fn with_policy<T: ReplicationPolicy, R>(
     })
 }
 
-fn with_policy_or_trap<T: ReplicationPolicy, R>(
+fn with_policy_or_trap<T: 'static, R>(
     slot: &'static LocalKey<Slot<T>>,
     function: &str,
     f: impl FnOnce(&T) -> R,
@@ -240,6 +313,164 @@ mod tests {
         assert_eq!(
             format_remote_topics(&SLOT, "src", &topics(&["t"])),
             Ok(topics(&["src.t"]))
+        );
+    }
+
+    /// Keeps records whose key is `keep`; answers one flag too many for a batch topic `bad`.
+    struct KeyFilter;
+
+    impl RecordFilter for KeyFilter {
+        const NAME: &'static str = "key-filter";
+        const VERSION: &'static str = "1.2.3";
+
+        fn from_config(config: &str) -> Result<Self, PluginError> {
+            crate::config::ConfigTable::parse(config)?.finish()?;
+            Ok(Self)
+        }
+
+        fn keep(&self, _batch: &BatchInfo, record: &crate::Record) -> bool {
+            record.key_str() == Some("keep")
+        }
+
+        fn filter_batch(
+            &self,
+            batch: &BatchInfo,
+            records: &[crate::Record],
+        ) -> Result<Vec<bool>, PluginError> {
+            let mut flags: Vec<bool> = records.iter().map(|r| self.keep(batch, r)).collect();
+            if batch.topic == "bad" {
+                flags.push(true);
+            }
+            Ok(flags)
+        }
+    }
+
+    /// Drops tombstones, rejects non-UTF-8 values, re-routes the rest to `<target>.out`.
+    struct Router;
+
+    impl RecordTransform for Router {
+        const NAME: &'static str = "router";
+        const VERSION: &'static str = "0.0.1";
+
+        fn from_config(_config: &str) -> Result<Self, PluginError> {
+            Ok(Self)
+        }
+
+        fn transform(&self, batch: &BatchInfo, record: &crate::Record) -> Outcome {
+            match (&record.value, record.value_str()) {
+                (None, _) => Outcome::Drop,
+                (Some(_), None) => Outcome::reject("not UTF-8"),
+                (Some(_), Some("same")) => Outcome::Keep,
+                (Some(_), Some(_)) => Outcome::replace_with(
+                    record
+                        .to_output()
+                        .with_topic(format!("{}.out", batch.target_topic)),
+                ),
+            }
+        }
+    }
+
+    thread_local! {
+        static FILTER_SLOT: Slot<KeyFilter> = const { empty_slot() };
+        static TRANSFORM_SLOT: Slot<Router> = const { empty_slot() };
+    }
+
+    fn batch(topic: &str, records: Vec<crate::Record>) -> RecordBatch {
+        RecordBatch {
+            source_cluster: "A".to_owned(),
+            topic: topic.to_owned(),
+            target_topic: format!("A.{topic}"),
+            records,
+        }
+    }
+
+    fn record(key: Option<&[u8]>, value: Option<&[u8]>) -> crate::Record {
+        crate::Record {
+            partition: 1,
+            offset: 2,
+            timestamp_ms: 3,
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+            headers: vec![crate::Header::null("h")],
+        }
+    }
+
+    #[test]
+    fn filters_answer_one_flag_per_record() {
+        let not_initialized = PluginError::Failed(NOT_INITIALIZED.to_owned());
+        assert_eq!(
+            filter(&FILTER_SLOT, batch("t", vec![])),
+            Err(not_initialized)
+        );
+        assert_eq!(
+            filter_info::<KeyFilter>(),
+            PluginInfo {
+                name: "key-filter".to_owned(),
+                version: "1.2.3".to_owned()
+            }
+        );
+        assert!(matches!(
+            filter_init(&FILTER_SLOT, "x = 1"),
+            Err(PluginError::InvalidConfig(_))
+        ));
+        assert_eq!(filter_init(&FILTER_SLOT, ""), Ok(()));
+        let records = vec![
+            record(Some(b"keep"), None),
+            record(Some(b"drop"), Some(b"v")),
+            record(None, None),
+            record(Some(&[0xff]), None),
+            record(Some(b"keep"), Some(b"v")),
+        ];
+        assert_eq!(
+            filter(&FILTER_SLOT, batch("t", records.clone())),
+            Ok(vec![true, false, false, false, true])
+        );
+        assert_eq!(filter(&FILTER_SLOT, batch("t", vec![])), Ok(vec![]));
+        assert_eq!(
+            filter(&FILTER_SLOT, batch("bad", records)),
+            Err(PluginError::Failed(
+                "filter answered 6 flags for 5 records".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn transforms_answer_one_outcome_per_record() {
+        let not_initialized = PluginError::Failed(NOT_INITIALIZED.to_owned());
+        assert_eq!(
+            transform(&TRANSFORM_SLOT, batch("t", vec![])),
+            Err(not_initialized)
+        );
+        assert_eq!(transform_info::<Router>().name, "router");
+        assert_eq!(transform_init(&TRANSFORM_SLOT, ""), Ok(()));
+        let routed = record(Some(&[0xfe]), Some(b"v"));
+        let outcomes = transform(
+            &TRANSFORM_SLOT,
+            batch(
+                "t",
+                vec![
+                    record(None, None),
+                    record(None, Some(&[0xc3, 0x28])),
+                    record(None, Some(b"same")),
+                    routed.clone(),
+                ],
+            ),
+        );
+        assert_eq!(
+            outcomes,
+            Ok(vec![
+                Outcome::Drop,
+                Outcome::Reject("not UTF-8".to_owned()),
+                Outcome::Keep,
+                Outcome::Replace(vec![crate::OutputRecord {
+                    topic: Some("A.t.out".to_owned()),
+                    partition: None,
+                    timestamp_ms: None,
+                    key: routed.key,
+                    value: routed.value,
+                    headers: routed.headers,
+                }]),
+            ])
         );
     }
 }

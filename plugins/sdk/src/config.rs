@@ -101,6 +101,63 @@ impl ConfigTable {
         }
     }
 
+    /// Reads an optional array of strings.
+    pub fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, PluginError> {
+        let entries = match self.take(key) {
+            None => return Ok(None),
+            Some(toml::Value::Array(entries)) => entries,
+            Some(other) => return Err(self.wrong_type(key, "an array of strings", &other)),
+        };
+        let base = self.key_path(key);
+        entries
+            .into_iter()
+            .enumerate()
+            .map(|(index, entry)| match entry {
+                toml::Value::String(value) => Ok(value),
+                other => Err(PluginError::invalid_config(format!(
+                    "{base}[{}]: expected a string, found {}",
+                    index + 1,
+                    other.type_str()
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Reads an optional table whose values are all strings, as `(key, value)` pairs in key order.
+    pub fn string_table(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<Vec<(String, String)>>, PluginError> {
+        let Some(table) = self.table(key)? else {
+            return Ok(None);
+        };
+        let ConfigTable { path, table, .. } = table;
+        table
+            .into_iter()
+            .map(|(name, value)| match value {
+                toml::Value::String(value) => Ok((name, value)),
+                other => Err(PluginError::invalid_config(format!(
+                    "{path}.{name}: expected a string, found {}",
+                    other.type_str()
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Reads an optional regex that must match the whole of a text, like Java's
+    /// `Matcher.matches()`; see [`full_match_regex`].
+    #[cfg(feature = "regex")]
+    pub fn full_match_regex(&mut self, key: &str) -> Result<Option<regex::Regex>, PluginError> {
+        match self.string(key)? {
+            None => Ok(None),
+            Some(pattern) => full_match_regex(&pattern)
+                .map(Some)
+                .map_err(|reason| self.error(key, reason)),
+        }
+    }
+
     /// Reads an optional nested table.
     pub fn table(&mut self, key: &str) -> Result<Option<ConfigTable>, PluginError> {
         match self.take(key) {
@@ -158,6 +215,39 @@ impl ConfigTable {
             key,
             format!("expected {expected}, found {}", found.type_str()),
         )
+    }
+}
+
+/// Compiles `pattern` anchored at both ends, after checking that it is valid on its own (so that
+/// it cannot close the anchoring group early). The error is a one-line reason.
+#[cfg(feature = "regex")]
+pub fn full_match_regex(pattern: &str) -> Result<regex::Regex, String> {
+    let alone = regex::Regex::new(pattern).map_err(|err| describe_regex_error(&err))?;
+    let anchored = regex::Regex::new(&format!(r"\A(?:{pattern})\z")).map_err(|err| {
+        format!(
+            "cannot be anchored to match whole texts ({}); a trailing `#` comment needs a newline after it",
+            describe_regex_error(&err)
+        )
+    })?;
+    if anchored.captures_len() != alone.captures_len() {
+        return Err("cannot be anchored to match whole texts".to_owned());
+    }
+    Ok(anchored)
+}
+
+/// A one-line description of a regex error.
+#[cfg(feature = "regex")]
+fn describe_regex_error(err: &regex::Error) -> String {
+    match err {
+        regex::Error::Syntax(text) => {
+            let reason = text
+                .lines()
+                .find_map(|line| line.strip_prefix("error: "))
+                .unwrap_or(text)
+                .trim();
+            format!("regex parse error: {reason}")
+        }
+        other => format!("regex error: {other}"),
     }
 }
 
@@ -277,6 +367,58 @@ mod tests {
             table.finish(),
             Err(invalid("x: unknown key; no keys are accepted here"))
         );
+        Ok(())
+    }
+
+    #[test]
+    fn reads_string_arrays_and_tables() -> Result<(), PluginError> {
+        let mut table = ConfigTable::parse(
+            "a = [\"x\", \"y\"]\nb = [\"x\", 2]\nc = 1\n[t]\nz = \"1\"\ny = \"2\"\n[u]\nv = true\n",
+        )?;
+        assert_eq!(
+            table.strings("a")?,
+            Some(vec!["x".to_owned(), "y".to_owned()])
+        );
+        assert_eq!(
+            table.strings("b"),
+            Err(invalid("b[2]: expected a string, found integer"))
+        );
+        assert_eq!(
+            table.strings("c"),
+            Err(invalid("c: expected an array of strings, found integer"))
+        );
+        assert_eq!(
+            table.string_table("t")?,
+            Some(vec![
+                ("y".to_owned(), "2".to_owned()),
+                ("z".to_owned(), "1".to_owned())
+            ])
+        );
+        assert_eq!(
+            table.string_table("u"),
+            Err(invalid("u.v: expected a string, found boolean"))
+        );
+        assert_eq!(table.strings("absent")?, None);
+        assert_eq!(table.string_table("absent")?, None);
+        Ok(())
+    }
+
+    #[cfg(feature = "regex")]
+    #[test]
+    fn full_match_regexes() -> Result<(), PluginError> {
+        let mut table = ConfigTable::parse("a = \"ab|c\"\nb = \"(\"\nc = \"x)|(y\"\n")?;
+        let regex = table
+            .full_match_regex("a")?
+            .unwrap_or_else(|| panic!("no regex"));
+        for (text, matches) in [("ab", true), ("c", true), ("abc", false), ("xab", false)] {
+            assert_eq!(regex.is_match(text), matches, "{text}");
+        }
+        assert_eq!(
+            table.full_match_regex("b").map(|_| ()),
+            Err(invalid("b: regex parse error: unclosed group"))
+        );
+        assert!(table.full_match_regex("c").is_err());
+        assert!(table.full_match_regex("absent")?.is_none());
         Ok(())
     }
 }

@@ -1,8 +1,66 @@
-//! Guest SDK for refract replication-policy plugins.
+//! Guest SDK for refract plugins: replication policies, record filters and record transforms.
 //!
-//! A policy plugin is a WebAssembly component for the `refract:plugin/policy-plugin` world. With
-//! this crate, writing one comes down to implementing [`ReplicationPolicy`] for a type and naming
-//! that type in [`export_policy!`]; the macro generates the batched WIT exports around it.
+//! A plugin is a WebAssembly component for one world of `refract:plugin`: `policy-plugin`,
+//! `filter-plugin` or `transform-plugin`. With this crate, writing one comes down to implementing
+//! [`ReplicationPolicy`], [`RecordFilter`] or [`RecordTransform`] for a type and naming that type in
+//! [`export_policy!`], [`export_filter!`] or [`export_transform!`]; the macro generates the batched
+//! WIT exports of that world, and only of that world, around it. Use one macro per crate.
+//!
+//! A filter:
+//!
+//! ```no_run
+//! use refract_plugin_sdk::{BatchInfo, PluginError, Record, RecordFilter};
+//!
+//! /// Drops records with the header `env: test`.
+//! struct DropTest;
+//!
+//! impl RecordFilter for DropTest {
+//!     const NAME: &'static str = "drop-test";
+//!     const VERSION: &'static str = "0.1.0";
+//!
+//!     fn from_config(_config: &str) -> Result<Self, PluginError> {
+//!         Ok(DropTest)
+//!     }
+//!
+//!     fn keep(&self, _batch: &BatchInfo, record: &Record) -> bool {
+//!         record.header("env") != Some(b"test".as_slice())
+//!     }
+//! }
+//!
+//! refract_plugin_sdk::export_filter!(DropTest);
+//! ```
+//!
+//! A transform:
+//!
+//! ```no_run
+//! use refract_plugin_sdk::{BatchInfo, Outcome, PluginError, Record, RecordTransform};
+//!
+//! /// Upper-cases UTF-8 values; drops tombstones.
+//! struct Upper;
+//!
+//! impl RecordTransform for Upper {
+//!     const NAME: &'static str = "upper";
+//!     const VERSION: &'static str = "0.1.0";
+//!
+//!     fn from_config(_config: &str) -> Result<Self, PluginError> {
+//!         Ok(Upper)
+//!     }
+//!
+//!     fn transform(&self, _batch: &BatchInfo, record: &Record) -> Outcome {
+//!         match record.value_str() {
+//!             _ if record.is_tombstone() => Outcome::Drop,
+//!             None => Outcome::reject("value is not UTF-8"),
+//!             Some(text) => Outcome::replace_with(
+//!                 record.to_output().with_value(Some(text.to_uppercase().into_bytes())),
+//!             ),
+//!         }
+//!     }
+//! }
+//!
+//! refract_plugin_sdk::export_transform!(Upper);
+//! ```
+//!
+//! A policy:
 //!
 //! ```no_run
 //! use refract_plugin_sdk::config::ConfigTable;
@@ -42,31 +100,38 @@
 //!
 //! Build the crate as a `cdylib` for `wasm32-wasip2`; the resulting `.wasm` file is the component.
 
-/// Bindings generated from the refract plugin WIT (`refract:plugin@0.1.0`, world `policy-plugin`).
-#[allow(missing_docs, unsafe_code, clippy::all)]
-pub mod bindings {
-    wit_bindgen::generate!({
-        world: "policy-plugin",
-        path: "../../wit",
-        pub_export_macro: true,
-        default_bindings_module: "refract_plugin_sdk::bindings",
-        additional_derives: [PartialEq, Eq],
-    });
-}
+/// Bindings generated from the refract plugin WIT (`refract:plugin@0.1.0`, world `policy-plugin`),
+/// with every type of the shared `types` interface.
+pub use refract_plugin_world_policy::bindings;
+
+/// Bindings for the `filter-plugin` world; its types and imports are those of [`bindings`].
+pub use refract_plugin_world_filter::bindings as filter_bindings;
+
+/// Bindings for the `transform-plugin` world; its types and imports are those of [`bindings`].
+pub use refract_plugin_world_transform::bindings as transform_bindings;
 
 pub mod config;
-mod error;
+
+mod filter;
 mod logging;
 pub mod mm2;
 mod policy;
+mod record;
+pub mod template;
+mod transform;
 
 #[doc(hidden)]
 pub mod __private;
 
-pub use bindings::refract::plugin::types::{LogLevel, PluginError, PluginInfo};
+pub use bindings::refract::plugin::types::{
+    Header, LogLevel, Outcome, OutputRecord, PluginError, PluginInfo,
+};
+pub use filter::RecordFilter;
 pub use logging::{debug, error, info, log, trace, warn};
 pub use policy::ReplicationPolicy;
+pub use record::{BatchInfo, Record};
 pub use toml;
+pub use transform::RecordTransform;
 
 /// Exports a [`ReplicationPolicy`] implementation as the plugin's `lifecycle` and
 /// `replication-policy` interfaces.
@@ -131,6 +196,100 @@ macro_rules! export_policy {
             }
 
     $crate::bindings::export!(RefractPolicyExport with_types_in $crate::bindings);
+        };
+    };
+}
+
+/// Exports a [`RecordFilter`] implementation as the plugin's `lifecycle` and `record-filter`
+/// interfaces, for the `filter-plugin` world.
+///
+/// Use it once per plugin crate, at module level: `refract_plugin_sdk::export_filter!(MyFilter);`.
+/// `init` builds the filter with [`RecordFilter::from_config`] and keeps it for the life of the
+/// instance. A `filter` call made before a successful `init` returns
+/// `plugin-error::failed("init was not called")`, as does an answer with a wrong number of flags.
+#[macro_export]
+macro_rules! export_filter {
+    ($filter:ty) => {
+        const _: () = {
+            use $crate::__private as rt;
+            use $crate::filter_bindings::exports::refract::plugin::{lifecycle, record_filter};
+
+            ::std::thread_local! {
+                static FILTER: rt::Slot<$filter> = const { rt::empty_slot() };
+            }
+
+            struct RefractFilterExport;
+
+            impl lifecycle::Guest for RefractFilterExport {
+                fn info() -> $crate::PluginInfo {
+                    rt::filter_info::<$filter>()
+                }
+
+                fn init(config: rt::Name) -> ::core::result::Result<(), $crate::PluginError> {
+                    rt::filter_init(&FILTER, &config)
+                }
+            }
+
+            impl record_filter::Guest for RefractFilterExport {
+                fn filter(
+                    batch: rt::RecordBatch,
+                ) -> ::core::result::Result<::std::vec::Vec<bool>, $crate::PluginError> {
+                    rt::filter(&FILTER, batch)
+                }
+            }
+
+            $crate::filter_bindings::export!(
+                RefractFilterExport with_types_in $crate::filter_bindings
+            );
+        };
+    };
+}
+
+/// Exports a [`RecordTransform`] implementation as the plugin's `lifecycle` and
+/// `record-transform` interfaces, for the `transform-plugin` world.
+///
+/// Use it once per plugin crate, at module level:
+/// `refract_plugin_sdk::export_transform!(MyTransform);`. `init` builds the transform with
+/// [`RecordTransform::from_config`] and keeps it for the life of the instance. A `transform` call
+/// made before a successful `init` returns `plugin-error::failed("init was not called")`, as does
+/// an answer with a wrong number of outcomes.
+#[macro_export]
+macro_rules! export_transform {
+    ($transform:ty) => {
+        const _: () = {
+            use $crate::__private as rt;
+            use $crate::transform_bindings::exports::refract::plugin::{
+                lifecycle, record_transform,
+            };
+
+            ::std::thread_local! {
+                static TRANSFORM: rt::Slot<$transform> = const { rt::empty_slot() };
+            }
+
+            struct RefractTransformExport;
+
+            impl lifecycle::Guest for RefractTransformExport {
+                fn info() -> $crate::PluginInfo {
+                    rt::transform_info::<$transform>()
+                }
+
+                fn init(config: rt::Name) -> ::core::result::Result<(), $crate::PluginError> {
+                    rt::transform_init(&TRANSFORM, &config)
+                }
+            }
+
+            impl record_transform::Guest for RefractTransformExport {
+                fn transform(
+                    batch: rt::RecordBatch,
+                ) -> ::core::result::Result<::std::vec::Vec<$crate::Outcome>, $crate::PluginError>
+                {
+                    rt::transform(&TRANSFORM, batch)
+                }
+            }
+
+            $crate::transform_bindings::export!(
+                RefractTransformExport with_types_in $crate::transform_bindings
+            );
         };
     };
 }

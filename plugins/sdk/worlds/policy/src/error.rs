@@ -1,6 +1,6 @@
 //! Conveniences for [`PluginError`].
 
-use crate::PluginError;
+use crate::bindings::refract::plugin::types::PluginError;
 
 impl PluginError {
     /// An `invalid-config` error: the config is unusable; the text says which key and why.
