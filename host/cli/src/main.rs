@@ -1,6 +1,7 @@
 //! `refract`: mirror Kafka topics between clusters, naming them with WebAssembly policies.
 
 mod demo;
+mod plugin_test;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,6 +44,37 @@ enum Command {
     },
     /// Mirror sample traffic between in-process clusters and print where it went (no Kafka needed).
     Demo,
+    /// Work with plugins without Kafka.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Run a policy, filter or transform on sample input and print one JSON line per input:
+    /// records (JSON lines with topic, partition, offset, timestamp, key, value, headers) for a
+    /// processor, topic names for a policy.
+    Test {
+        /// `builtin:<name>` or a `.wasm` component file.
+        plugin: String,
+        /// JSON-lines input file, `-` for standard input.
+        #[arg(long)]
+        input: PathBuf,
+        /// A config entry for the plugin, `key=value` (value as TOML, or plain text); repeatable.
+        #[arg(long = "config")]
+        config: Vec<String>,
+        /// Alias of the cluster the input comes from.
+        #[arg(long, default_value = "source")]
+        source_cluster: String,
+        /// Alias of the target cluster (a policy's cycle check).
+        #[arg(long, default_value = "target")]
+        target_cluster: String,
+        /// Topic for input records that name none.
+        #[arg(long, default_value = "topic")]
+        topic: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -52,6 +84,25 @@ fn main() -> ExitCode {
         Command::Run { pipeline, clusters } => run(&pipeline, &clusters),
         Command::Check { pipeline } => check(&pipeline),
         Command::Demo => demo::run(),
+        Command::Plugin {
+            command:
+                PluginCommand::Test {
+                    plugin,
+                    input,
+                    config,
+                    source_cluster,
+                    target_cluster,
+                    topic,
+                },
+        } => plugin_test::PluginTest {
+            plugin,
+            input,
+            config,
+            source_cluster,
+            target_cluster,
+            topic,
+        }
+        .run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

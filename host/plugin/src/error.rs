@@ -73,7 +73,7 @@ pub(crate) fn describe_trap(
     }
     let mut text = chain.first().cloned().unwrap_or_default();
     if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
-        text = format!("wasm trap: {trap}");
+        text = trap.to_string();
     }
     let stderr = stderr.trim();
     if !stderr.is_empty() {

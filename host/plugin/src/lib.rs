@@ -19,5 +19,5 @@ pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use error::PluginError;
 pub use policy::{PolicyPlugin, ReplicationPolicy};
-pub use processor::{Processor, ProcessorKind, ProcessorPlugin};
+pub use processor::{AnyPlugin, Processor, ProcessorKind, ProcessorPlugin};
 pub use runtime::{PluginLimits, PluginRuntime};

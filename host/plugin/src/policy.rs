@@ -32,8 +32,16 @@ impl PolicyPlugin {
     /// instantiates it once with its config so a bad plugin is rejected before any flow starts.
     pub fn load(runtime: &Arc<PluginRuntime>, spec: &PluginSpec) -> Result<Arc<Self>, PluginError> {
         let (component, _) = compile_checked(runtime, spec, &["replication-policy"])?;
+        Self::from_component(runtime, spec, &component)
+    }
+
+    pub(crate) fn from_component(
+        runtime: &Arc<PluginRuntime>,
+        spec: &PluginSpec,
+        component: &wasmtime::component::Component,
+    ) -> Result<Arc<Self>, PluginError> {
         Ok(Arc::new(Self(Arc::new(Plugin::from_component(
-            runtime, spec, &component,
+            runtime, spec, component,
         )?))))
     }
 

@@ -44,10 +44,19 @@ impl ProcessorPlugin {
     pub fn load(runtime: &Arc<PluginRuntime>, spec: &PluginSpec) -> Result<Arc<Self>, PluginError> {
         let (component, iface) =
             compile_checked(runtime, spec, &["record-filter", "record-transform"])?;
+        Self::from_component(runtime, spec, &component, iface)
+    }
+
+    pub(crate) fn from_component(
+        runtime: &Arc<PluginRuntime>,
+        spec: &PluginSpec,
+        component: &wasmtime::component::Component,
+        iface: &str,
+    ) -> Result<Arc<Self>, PluginError> {
         let loaded = if iface == "record-filter" {
-            Loaded::Filter(Arc::new(Plugin::from_component(runtime, spec, &component)?))
+            Loaded::Filter(Arc::new(Plugin::from_component(runtime, spec, component)?))
         } else {
-            Loaded::Transform(Arc::new(Plugin::from_component(runtime, spec, &component)?))
+            Loaded::Transform(Arc::new(Plugin::from_component(runtime, spec, component)?))
         };
         Ok(Arc::new(Self(loaded)))
     }
@@ -124,6 +133,35 @@ impl Processor {
                 })?;
                 live.check_len("transform", outcomes, n, "records")
             }
+        }
+    }
+}
+
+/// A plugin of any kind, as `refract plugin test` loads it.
+#[derive(Debug)]
+pub enum AnyPlugin {
+    /// A replication policy.
+    Policy(Arc<crate::PolicyPlugin>),
+    /// A filter or transform.
+    Processor(Arc<ProcessorPlugin>),
+}
+
+impl AnyPlugin {
+    /// Loads `spec` as whichever kind of plugin its exports say it is.
+    pub fn load(runtime: &Arc<PluginRuntime>, spec: &PluginSpec) -> Result<Self, PluginError> {
+        let (component, iface) = compile_checked(
+            runtime,
+            spec,
+            &["replication-policy", "record-filter", "record-transform"],
+        )?;
+        if iface == "replication-policy" {
+            Ok(Self::Policy(crate::PolicyPlugin::from_component(
+                runtime, spec, &component,
+            )?))
+        } else {
+            Ok(Self::Processor(ProcessorPlugin::from_component(
+                runtime, spec, &component, iface,
+            )?))
         }
     }
 }

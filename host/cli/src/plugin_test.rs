@@ -1,0 +1,274 @@
+//! `refract plugin test`: runs any plugin on sample records (or topic names, for a policy) and
+//! prints one JSON line per input, so plugin authors can iterate without Kafka.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Map, Value};
+
+use refract_config::{PluginLocation, PluginSpec};
+use refract_plugin::{
+    AnyPlugin, Header, KafkaRecord, Outcome, PluginLimits, PluginRuntime, Processor, RecordBatch,
+    ReplicationPolicy,
+};
+
+/// What `refract plugin test` was asked to do.
+pub struct PluginTest {
+    /// `builtin:<name>` or a `.wasm` file.
+    pub plugin: String,
+    /// JSON-lines input, `-` for standard input.
+    pub input: PathBuf,
+    /// `key=value` pairs for the plugin's config table (values are TOML, or plain text).
+    pub config: Vec<String>,
+    /// Alias of the cluster the records come from.
+    pub source_cluster: String,
+    /// Alias of the cluster they go to (for a policy's cycle check).
+    pub target_cluster: String,
+    /// Topic for records that name none.
+    pub topic: String,
+}
+
+impl PluginTest {
+    /// Loads the plugin, runs it on every input line and prints the outcomes to stdout.
+    /// Fails when the plugin cannot be loaded, the input cannot be read, or a call failed.
+    pub fn run(&self) -> Result<()> {
+        let location = if self.plugin.starts_with("builtin:") {
+            PluginLocation::Builtin(self.plugin.clone())
+        } else {
+            PluginLocation::File(PathBuf::from(&self.plugin))
+        };
+        let spec = PluginSpec {
+            location,
+            config: config_table(&self.config)?,
+            key: "plugin".into(),
+        };
+        let runtime = PluginRuntime::new(PluginLimits::default())?;
+        let plugin = AnyPlugin::load(&runtime, &spec)?;
+        let lines = read_lines(&self.input)?;
+        let mut out = std::io::stdout().lock();
+        let failures = match plugin {
+            AnyPlugin::Policy(p) => {
+                self.policy(&mut ReplicationPolicy::new(p), &lines, &mut out)?
+            }
+            AnyPlugin::Processor(p) => {
+                self.processor(&mut Processor::new(Arc::clone(&p)), &lines, &mut out)?
+            }
+        };
+        if failures > 0 {
+            bail!("the plugin failed on {failures} input(s); see the \"error\" lines");
+        }
+        Ok(())
+    }
+
+    fn policy(
+        &self,
+        policy: &mut ReplicationPolicy,
+        lines: &[(usize, Value)],
+        out: &mut impl Write,
+    ) -> Result<usize> {
+        let mut failures = 0;
+        for (n, line) in lines {
+            let topic = match line {
+                Value::String(t) => t.clone(),
+                Value::Object(o) => o
+                    .get("topic")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .with_context(|| format!("input line {n}: no \"topic\""))?,
+                _ => bail!("input line {n}: expected a topic name or an object with \"topic\""),
+            };
+            let answer = (|| -> Result<Value, refract_plugin::PluginError> {
+                Ok(json!({
+                    "topic": topic,
+                    "remote": policy.format_remote_topics(&self.source_cluster, std::slice::from_ref(&topic))?.pop(),
+                    "source": policy.topic_source(&topic)?,
+                    "upstream": policy.upstream_topic(&topic)?,
+                    "original": policy.original_topic(&topic)?,
+                    "internal": policy.is_internal_topic(&topic)?,
+                    "heartbeats": policy.is_heartbeats_topic(&topic)?,
+                    "cycle": policy.is_cycle(&topic, &self.target_cluster)?,
+                }))
+            })();
+            let value = answer.unwrap_or_else(|e| {
+                failures += 1;
+                json!({ "topic": topic, "error": e.to_string() })
+            });
+            writeln!(out, "{value}")?;
+        }
+        Ok(failures)
+    }
+
+    fn processor(
+        &self,
+        processor: &mut Processor,
+        lines: &[(usize, Value)],
+        out: &mut impl Write,
+    ) -> Result<usize> {
+        let mut records = Vec::new();
+        for (n, line) in lines {
+            records.push(parse_record(*n, line, &self.topic)?);
+        }
+        let mut failures = 0;
+        let mut start = 0;
+        // One call per run of records from the same topic-partition, as in a flow.
+        while start < records.len() {
+            let (topic, partition) = (records[start].0.clone(), records[start].1.partition);
+            let end = records[start..]
+                .iter()
+                .position(|(t, r)| *t != topic || r.partition != partition)
+                .map_or(records.len(), |k| start + k);
+            let batch = RecordBatch {
+                source_cluster: self.source_cluster.clone(),
+                topic: topic.clone(),
+                target_topic: topic.clone(),
+                records: records[start..end].iter().map(|(_, r)| r.clone()).collect(),
+            };
+            match processor.process(&batch) {
+                Ok(outcomes) => {
+                    for (record, outcome) in batch.records.iter().zip(outcomes) {
+                        writeln!(out, "{}", outcome_json(record, outcome))?;
+                    }
+                }
+                Err(e) => {
+                    for record in &batch.records {
+                        failures += 1;
+                        writeln!(
+                            out,
+                            "{}",
+                            json!({ "offset": record.offset, "outcome": "error", "error": e.to_string() })
+                        )?;
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok(failures)
+    }
+}
+
+/// Builds the plugin's config table from `key=value` pairs.
+fn config_table(pairs: &[String]) -> Result<String> {
+    let mut table = toml::Table::new();
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--config {pair}: expected key=value"))?;
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        table.insert(key.trim().to_string(), parsed);
+    }
+    Ok(if table.is_empty() {
+        String::new()
+    } else {
+        toml::to_string(&table)?
+    })
+}
+
+fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>> {
+    let reader: Box<dyn BufRead> = if path == Path::new("-") {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        ))
+    };
+    let mut out = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        out.push((i + 1, value));
+    }
+    Ok(out)
+}
+
+/// A key or value: a JSON string is taken as UTF-8 text, any other JSON value as its JSON text.
+fn bytes_field(o: &Map<String, Value>, name: &str) -> Option<Vec<u8>> {
+    match o.get(name) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
+        Some(other) => Some(other.to_string().into_bytes()),
+    }
+}
+
+fn parse_record(n: usize, line: &Value, default_topic: &str) -> Result<(String, KafkaRecord)> {
+    let Value::Object(o) = line else {
+        bail!("input line {n}: expected a JSON object with key, value, headers, ...");
+    };
+    let int = |name: &str, default: i64| o.get(name).and_then(Value::as_i64).unwrap_or(default);
+    let headers = match o.get("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(h)) => h
+            .iter()
+            .map(|(k, v)| Header {
+                key: k.clone(),
+                value: v.as_str().map(|s| s.as_bytes().to_vec()),
+            })
+            .collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|pair| match pair.as_array().map(Vec::as_slice) {
+                Some([Value::String(k), v]) => Ok(Header {
+                    key: k.clone(),
+                    value: v.as_str().map(|s| s.as_bytes().to_vec()),
+                }),
+                _ => bail!("input line {n}: headers entries are [name, value]"),
+            })
+            .collect::<Result<_>>()?,
+        Some(_) => bail!("input line {n}: headers must be an object or a list of [name, value]"),
+    };
+    let topic = o
+        .get("topic")
+        .and_then(Value::as_str)
+        .unwrap_or(default_topic)
+        .to_string();
+    let record = KafkaRecord {
+        partition: i32::try_from(int("partition", 0))
+            .with_context(|| format!("input line {n}: partition"))?,
+        offset: int("offset", n as i64 - 1),
+        timestamp_ms: int("timestamp", -1),
+        key: bytes_field(o, "key"),
+        value: bytes_field(o, "value"),
+        headers,
+    };
+    Ok((topic, record))
+}
+
+fn bytes_json(b: &Option<Vec<u8>>) -> Value {
+    match b {
+        None => Value::Null,
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(s) => Value::String(s.to_string()),
+            Err(_) => json!({ "hex": b.iter().map(|x| format!("{x:02x}")).collect::<String>() }),
+        },
+    }
+}
+
+fn outcome_json(record: &KafkaRecord, outcome: Outcome) -> Value {
+    match outcome {
+        Outcome::Keep => json!({ "offset": record.offset, "outcome": "keep" }),
+        Outcome::Drop => json!({ "offset": record.offset, "outcome": "drop" }),
+        Outcome::Reject(reason) => {
+            json!({ "offset": record.offset, "outcome": "reject", "reason": reason })
+        }
+        Outcome::Replace(records) => json!({
+            "offset": record.offset,
+            "outcome": "replace",
+            "records": records.iter().map(|r| json!({
+                "topic": r.topic,
+                "partition": r.partition,
+                "timestamp": r.timestamp_ms,
+                "key": bytes_json(&r.key),
+                "value": bytes_json(&r.value),
+                "headers": r.headers.iter().map(|h| json!([h.key, bytes_json(&h.value)])).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }),
+    }
+}
