@@ -43,6 +43,8 @@ impl PluginTest {
             location,
             config: config_table(&self.config)?,
             key: "plugin".into(),
+            memory_limit: None,
+            call_timeout: None,
         };
         let runtime = PluginRuntime::new(PluginLimits::default())?;
         let plugin = AnyPlugin::load(&runtime, &spec)?;

@@ -24,9 +24,48 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Parses a byte size: `"64MiB"`, `"512KiB"`, `"1GiB"` or a plain number of bytes.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a whole number"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "`{text}` has unknown unit `{other}` (use KiB, MiB or GiB)"
+            ))
+        }
+    };
+    match n.checked_mul(scale) {
+        Some(0) => Err("must be greater than zero".to_string()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("`{text}` is too large")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        for bad in ["64MB", "MiB", "0", "-1MiB", "1.5GiB"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parses_units() {

@@ -8,7 +8,7 @@ mod model;
 mod raw;
 mod topics;
 
-pub use duration::parse_duration;
+pub use duration::{parse_duration, parse_size};
 pub use error::ConfigError;
 pub use model::{
     ClientRole, Cluster, Flow, OnError, Pipeline, PluginLocation, PluginSpec, ProcessorSpec,

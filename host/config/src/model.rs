@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::duration::parse_duration;
+use crate::duration::{parse_duration, parse_size};
 use crate::error::{ConfigError, Locator};
 use crate::raw::{RawCluster, RawFlow, RawPipeline, RawPlugin, RawProcessor};
 use crate::topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};
@@ -155,6 +155,10 @@ pub struct PluginSpec {
     pub config: String,
     /// Where in the pipeline it was declared, e.g. `flow[0].policy`.
     pub key: String,
+    /// Cap on each linear memory of an instance (`memory_limit`); the runtime default when none.
+    pub memory_limit: Option<usize>,
+    /// Longest one call may run (`call_timeout`); the runtime default when none.
+    pub call_timeout: Option<Duration>,
 }
 
 /// A plugin embedded in the binary or a `.wasm` component file.
@@ -182,6 +186,8 @@ impl PluginSpec {
             location: PluginLocation::Builtin(name.to_string()),
             config: String::new(),
             key: key.to_string(),
+            memory_limit: None,
+            call_timeout: None,
         }
     }
 }
@@ -483,6 +489,8 @@ impl Builder<'_> {
         let plugin = RawPlugin {
             plugin: raw.plugin,
             config: raw.config,
+            memory_limit: raw.memory_limit,
+            call_timeout: raw.call_timeout,
         };
         let plugin = self.plugin(key, Spanned::new(span, plugin), BUILTIN_PROCESSORS)?;
         Ok(ProcessorSpec { plugin, on_error })
@@ -559,10 +567,33 @@ impl Builder<'_> {
                 )
             })?,
         };
+        let memory_limit = match raw.memory_limit {
+            None => None,
+            Some(m) => Some(parse_size(m.get_ref()).map_err(|e| {
+                self.loc
+                    .error(Some(m.span()), format!("{key}.memory_limit"), e)
+            })?),
+        };
+        let call_timeout = match raw.call_timeout {
+            None => None,
+            Some(t) => match parse_duration(t.get_ref()) {
+                Ok(d) if !d.is_zero() => Some(d),
+                Ok(_) => {
+                    return self.err(
+                        t.span(),
+                        format!("{key}.call_timeout"),
+                        "must be greater than zero".into(),
+                    )
+                }
+                Err(e) => return self.err(t.span(), format!("{key}.call_timeout"), e),
+            },
+        };
         Ok(PluginSpec {
             location,
             config,
             key: key.to_string(),
+            memory_limit,
+            call_timeout,
         })
     }
 }

@@ -51,6 +51,8 @@ pub struct RawProcessor {
     pub plugin: Spanned<String>,
     pub config: Option<toml::Table>,
     pub on_error: Option<Spanned<String>>,
+    pub memory_limit: Option<Spanned<String>>,
+    pub call_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,4 +60,6 @@ pub struct RawProcessor {
 pub struct RawPlugin {
     pub plugin: Spanned<String>,
     pub config: Option<toml::Table>,
+    pub memory_limit: Option<Spanned<String>>,
+    pub call_timeout: Option<Spanned<String>>,
 }

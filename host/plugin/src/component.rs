@@ -10,7 +10,7 @@ use refract_config::PluginSpec;
 
 use crate::bindings::{PluginInfo, WitPluginError};
 use crate::error::{describe_trap, PluginError};
-use crate::runtime::{PluginRuntime, PluginState, SUPPORTED_VERSION};
+use crate::runtime::{PluginLimits, PluginRuntime, PluginState, SUPPORTED_VERSION};
 
 pub(crate) const PACKAGE: &str = "refract:plugin/";
 
@@ -47,6 +47,7 @@ pub(crate) trait World: Sized + Send + 'static {
 /// A plugin of world `W` that compiled, linked and accepted its config.
 pub(crate) struct Plugin<W: World> {
     runtime: Arc<PluginRuntime>,
+    limits: PluginLimits,
     pre: W::Pre,
     pub(crate) name: Arc<str>,
     config: String,
@@ -76,8 +77,13 @@ impl<W: World> Plugin<W> {
                 W::INTERFACE
             ),
         })?;
+        let limits = PluginLimits {
+            memory_bytes: spec.memory_limit.unwrap_or(runtime.limits.memory_bytes),
+            call_deadline: spec.call_timeout.unwrap_or(runtime.limits.call_deadline),
+        };
         let mut plugin = Self {
             runtime: runtime.clone(),
+            limits,
             pre,
             name,
             config: spec.config.clone(),
@@ -91,7 +97,7 @@ impl<W: World> Plugin<W> {
 
     /// A new instance in a fresh store, initialised with the plugin's config.
     pub(crate) fn instantiate(&self) -> Result<Instance<W>, PluginError> {
-        let mut store = self.runtime.new_store(self.name.clone());
+        let mut store = self.runtime.new_store(self.name.clone(), &self.limits);
         let world = W::instantiate(&self.pre, &mut store).map_err(|e| PluginError::Trap {
             plugin: self.name.to_string(),
             call: "instantiation".into(),
@@ -99,7 +105,7 @@ impl<W: World> Plugin<W> {
         })?;
         let mut instance = Instance {
             plugin_name: self.name.clone(),
-            runtime: self.runtime.clone(),
+            limits: self.limits,
             store,
             world,
         };
@@ -196,7 +202,7 @@ fn version_supported(version: &str) -> bool {
 /// One live instance and its store.
 pub(crate) struct Instance<W: World> {
     plugin_name: Arc<str>,
-    runtime: Arc<PluginRuntime>,
+    limits: PluginLimits,
     store: Store<PluginState>,
     world: W,
 }
@@ -208,7 +214,7 @@ impl<W: World> Instance<W> {
         call: &str,
         f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
-        self.store.set_epoch_deadline(self.runtime.deadline_ticks());
+        self.store.set_epoch_deadline(self.limits.deadline_ticks());
         match f(&self.world, &mut self.store) {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(PluginError::Failed {
@@ -228,8 +234,8 @@ impl<W: World> Instance<W> {
                     call: call.to_string(),
                     reason: describe_trap(
                         &trap,
-                        self.runtime.limits.call_deadline,
-                        self.runtime.limits.memory_bytes,
+                        self.limits.call_deadline,
+                        self.limits.memory_bytes,
                         &stderr,
                     ),
                 })

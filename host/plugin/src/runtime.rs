@@ -28,6 +28,13 @@ pub struct PluginLimits {
     pub call_deadline: Duration,
 }
 
+impl PluginLimits {
+    /// The per-call deadline in epoch ticks.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self.call_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
+
 impl Default for PluginLimits {
     fn default() -> Self {
         Self {
@@ -163,11 +170,15 @@ impl PluginRuntime {
     }
 
     /// A fresh store for one instance of `plugin`, with the limits applied.
-    pub(crate) fn new_store(&self, plugin: Arc<str>) -> Store<PluginState> {
+    pub(crate) fn new_store(
+        &self,
+        plugin: Arc<str>,
+        plugin_limits: &PluginLimits,
+    ) -> Store<PluginState> {
         let stderr = MemoryOutputPipe::new(8 << 10);
         let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
         let limits = StoreLimitsBuilder::new()
-            .memory_size(self.limits.memory_bytes)
+            .memory_size(plugin_limits.memory_bytes)
             .instances(1000)
             .tables(1000)
             .memories(1000)
@@ -182,13 +193,8 @@ impl PluginRuntime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.deadline_ticks());
+        store.set_epoch_deadline(plugin_limits.deadline_ticks());
         store
-    }
-
-    /// The per-call deadline in epoch ticks.
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        (self.limits.call_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
     }
 }
 

@@ -15,6 +15,8 @@ fn spec(location: PluginLocation, config: &str) -> PluginSpec {
         location,
         config: config.to_string(),
         key: "flow[0].policy".into(),
+        memory_limit: None,
+        call_timeout: None,
     }
 }
 
@@ -254,5 +256,29 @@ fn misbehaving_calls_are_stopped_and_the_instance_replaced() {
             Some("a"),
             "{mode}"
         );
+    }
+}
+
+/// A plugin's own `memory_limit` and `call_timeout` override the runtime's defaults.
+#[test]
+fn per_plugin_limits_override_the_defaults() {
+    let rt = runtime();
+    let mut spec = spec(file("misbehaving_policy.wasm"), "loop_in = \"init\"");
+    spec.call_timeout = Some(Duration::from_millis(50));
+    let started = Instant::now();
+    match PolicyPlugin::load(&rt, &spec) {
+        Err(PluginError::Trap { reason, .. }) => {
+            assert!(reason.contains("50 ms call deadline"), "{reason}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    spec.config = "grow_in = \"init\"".into();
+    spec.memory_limit = Some(8 << 20);
+    match PolicyPlugin::load(&rt, &spec) {
+        Err(PluginError::Trap { reason, .. }) => {
+            assert!(reason.contains("8 MiB limit"), "{reason}")
+        }
+        other => panic!("unexpected {other:?}"),
     }
 }
