@@ -1,0 +1,377 @@
+//! Measures refract's throughput against a plain librdkafka consume→produce loop between two
+//! librdkafka mock clusters (tansu serves ~15 MB/s, too slow to measure a mirror against).
+//!
+//! The source is pre-filled once; every scenario mirrors it into a fresh target cluster, in its
+//! own process, so each one's CPU time and peak RSS are its own. Rates are measured from the
+//! first record landing on the target to the last, so process start and plugin compilation are
+//! not counted. Broker-only produce and fetch rates are measured in the same run.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+const TOPIC: &str = "bench";
+const REMOTE: &str = "source.bench";
+
+struct Args {
+    refract: PathBuf,
+    records: usize,
+    partitions: i32,
+    value_bytes: usize,
+    only: Option<Vec<String>>,
+    python_filter: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        refract: PathBuf::from("target/release/refract"),
+        records: 120_000,
+        partitions: 32,
+        value_bytes: 1024,
+        only: None,
+        python_filter: Some(PathBuf::from("examples/plugins/python/filter.wasm")),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--refract" => args.refract = PathBuf::from(value()?),
+            "--records" => args.records = value()?.parse()?,
+            "--partitions" => args.partitions = value()?.parse()?,
+            "--value-bytes" => args.value_bytes = value()?.parse()?,
+            "--only" => args.only = Some(value()?.split(',').map(str::to_string).collect()),
+            "--python-filter" => args.python_filter = Some(PathBuf::from(value()?)),
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> Result<()> {
+    let mut raw = std::env::args().skip(1);
+    if raw.next().as_deref() == Some("baseline-pipe") {
+        let source = raw.next().context("source bootstrap")?;
+        let target = raw.next().context("target bootstrap")?;
+        let partitions: i32 = raw.next().context("partitions")?.parse()?;
+        return baseline_pipe(&source, &target, partitions);
+    }
+    let args = parse_args()?;
+    let source = MockCluster::new(1)?;
+    source.create_topic(TOPIC, args.partitions, 1)?;
+    let bytes = args.records * args.value_bytes;
+    let produce = prefill(&source.bootstrap_servers(), &args)?;
+    let fetch = fetch_all(&source.bootstrap_servers(), args.partitions, args.records)?;
+    println!(
+        "source: {} records x {} B over {} partitions; broker-only produce {:.0} rec/s ({:.1} MB/s), fetch {:.0} rec/s ({:.1} MB/s)",
+        args.records,
+        args.value_bytes,
+        args.partitions,
+        produce,
+        produce * args.value_bytes as f64 / 1e6,
+        fetch,
+        fetch * args.value_bytes as f64 / 1e6
+    );
+    let _ = bytes;
+
+    let mut scenarios: Vec<(&str, Option<String>, f64)> = vec![
+        ("a baseline: librdkafka pipe", None, 1.0),
+        ("b refract, no processor", Some(String::new()), 1.0),
+        (
+            "c refract + pass-through WASM filter",
+            Some(
+                "{ plugin = \"builtin:filter\", config = { action = \"keep\", topic = \".*\" } }"
+                    .into(),
+            ),
+            1.0,
+        ),
+        (
+            "d refract + WASM filter dropping 50%",
+            Some("{ plugin = \"builtin:filter\", config = { key = \"k[0-9]*[02468]\" } }".into()),
+            0.5,
+        ),
+        (
+            "e refract + json-mask",
+            Some("{ plugin = \"builtin:json-mask\", config = { fields = [\"email\"] } }".into()),
+            1.0,
+        ),
+    ];
+    if let Some(py) = args.python_filter.as_ref().filter(|p| p.exists()) {
+        let abs = py.canonicalize()?;
+        scenarios.push((
+            "f refract + Python filter",
+            Some(format!(
+                "{{ plugin = \"{}\", config = {{ header = \"env\", equals = \"test\" }} }}",
+                abs.display()
+            )),
+            1.0,
+        ));
+    }
+    let mut results = Vec::new();
+    for (index, (name, processors, share)) in scenarios.into_iter().enumerate() {
+        let short = name
+            .split(':')
+            .next()
+            .unwrap_or(name)
+            .split_whitespace()
+            .next()
+            .unwrap_or(name)
+            .to_string();
+        if args.only.as_ref().is_some_and(|o| !o.contains(&short)) {
+            continue;
+        }
+        let expected = (args.records as f64 * share) as i64;
+        let r = run_scenario(
+            &args,
+            &source.bootstrap_servers(),
+            processors.as_deref(),
+            expected,
+            index,
+        )
+        .with_context(|| format!("scenario {name}"))?;
+        eprintln!("{name}: {:.0} rec/s", r.rate);
+        results.push((name, r));
+    }
+    let base = results.first().map(|(_, r)| r.rate).unwrap_or(1.0);
+    let b = results
+        .iter()
+        .find(|(n, _)| n.starts_with('b'))
+        .map(|(_, r)| r.rate);
+    println!();
+    println!(
+        "| scenario | records/s | MB/s | vs (a) | vs (b) | CPU s / M records | peak RSS MiB |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, r) in &results {
+        println!(
+            "| {name} | {:.0} | {:.1} | {:.2} | {} | {:.1} | {:.0} |",
+            r.rate,
+            r.rate * args.value_bytes as f64 / 1e6,
+            r.rate / base,
+            b.map_or("-".to_string(), |b| format!("{:.2}", r.rate / b)),
+            r.cpu_seconds / (r.records as f64 / 1e6),
+            r.peak_rss_kib as f64 / 1024.0
+        );
+    }
+    Ok(())
+}
+
+struct Outcome {
+    rate: f64,
+    records: i64,
+    cpu_seconds: f64,
+    peak_rss_kib: u64,
+}
+
+fn run_scenario(
+    args: &Args,
+    source: &str,
+    processors: Option<&str>,
+    expected: i64,
+    index: usize,
+) -> Result<Outcome> {
+    let target = MockCluster::new(1)?;
+    target.create_topic(REMOTE, args.partitions, 1)?;
+    let dir = tempfile::tempdir()?;
+    let mut child = match processors {
+        None => Command::new(std::env::current_exe()?)
+            .args([
+                "baseline-pipe",
+                source,
+                &target.bootstrap_servers(),
+                &args.partitions.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .spawn()?,
+        Some(procs) => {
+            let pipeline = format!(
+                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.t{index}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"t{index}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n",
+                target.bootstrap_servers()
+            );
+            let path = dir.path().join("bench.toml");
+            std::fs::write(&path, pipeline)?;
+            Command::new(&args.refract)
+                .arg("run")
+                .arg(&path)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {}", args.refract.display()))?
+        }
+    };
+    let counter: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", target.bootstrap_servers())
+        .create()?;
+    let count = || -> i64 {
+        (0..args.partitions)
+            .filter_map(|p| {
+                counter
+                    .fetch_watermarks(REMOTE, p, Duration::from_secs(5))
+                    .ok()
+            })
+            .map(|(lo, hi)| hi - lo)
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let (first_at, first_count) = loop {
+        let n = count();
+        if n > 0 {
+            break (Instant::now(), n);
+        }
+        check_alive(&mut child, deadline)?;
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    loop {
+        let n = count();
+        if n >= expected {
+            break;
+        }
+        check_alive(&mut child, deadline)?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let elapsed = first_at.elapsed().as_secs_f64();
+    let (cpu_seconds, peak_rss_kib) = usage(child.id())?;
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+    let moved = expected.max(1) - first_count;
+    // The rate counts source records processed, so a 50% filter is compared like for like.
+    let source_records = (moved as f64 / expected.max(1) as f64) * args.records as f64;
+    Ok(Outcome {
+        rate: source_records / elapsed.max(1e-6),
+        records: args.records as i64,
+        cpu_seconds,
+        peak_rss_kib,
+    })
+}
+
+fn check_alive(child: &mut Child, deadline: Instant) -> Result<()> {
+    if let Some(status) = child.try_wait()? {
+        bail!("the mirror exited early ({status})");
+    }
+    if Instant::now() > deadline {
+        let _ = child.kill();
+        bail!("timed out");
+    }
+    Ok(())
+}
+
+/// CPU seconds (user + system, at 100 ticks/s) and peak RSS of a running process.
+fn usage(pid: u32) -> Result<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    Ok((ticks as f64 / 100.0, hwm))
+}
+
+fn prefill(bootstrap: &str, args: &Args) -> Result<f64> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()?;
+    let pad = "x".repeat(args.value_bytes.saturating_sub(80));
+    let started = Instant::now();
+    for i in 0..args.records {
+        let key = format!("k{i}");
+        let value = format!("{{\"id\":{i},\"email\":\"user{i}@example.com\",\"pad\":\"{pad}\"}}");
+        let mut rec = BaseRecord::to(TOPIC)
+            .key(&key)
+            .payload(&value)
+            .partition((i % args.partitions as usize) as i32);
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((_, back)) => {
+                    rec = back;
+                    producer.poll(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120))?;
+    Ok(args.records as f64 / started.elapsed().as_secs_f64())
+}
+
+fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "bench-fetch")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let started = Instant::now();
+    let mut n = 0;
+    while n < records {
+        match consumer.poll(Duration::from_secs(10)) {
+            Some(Ok(_)) => n += 1,
+            Some(Err(e)) => bail!("fetch: {e}"),
+            None => bail!("fetch stalled at {n} of {records}"),
+        }
+    }
+    Ok(records as f64 / started.elapsed().as_secs_f64())
+}
+
+/// The baseline: a plain consume→produce loop with the same client settings refract uses
+/// (idempotent producer, acks=all, same partition, key, value, headers and timestamp).
+fn baseline_pipe(source: &str, target: &str, partitions: i32) -> Result<()> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", source)
+        .set("group.id", "bench-baseline")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", target)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    loop {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            let mut rec: BaseRecord<'_, [u8], [u8]> =
+                BaseRecord::to(REMOTE).partition(m.partition());
+            rec.key = m.key();
+            rec.payload = m.payload();
+            rec.timestamp = m.timestamp().to_millis();
+            rec.headers = m.headers().map(rdkafka::message::BorrowedHeaders::detach);
+            let mut rec = rec;
+            loop {
+                match producer.send(rec) {
+                    Ok(()) => break,
+                    Err((_, back)) => {
+                        rec = back;
+                        producer.poll(Duration::from_millis(5));
+                    }
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+}
