@@ -490,7 +490,14 @@ impl FlowRunner {
     fn assign(&self, clients: &Clients, slots: &Slots) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
         for s in &slots.slots {
-            let offset = s.position.map_or(Offset::Invalid, Offset::Offset);
+            // With no committed position, start where auto.offset.reset says, explicitly:
+            // leaving it to librdkafka costs another committed-offset lookup per partition.
+            let fresh = if self.starts_from_earliest() {
+                Offset::Beginning
+            } else {
+                Offset::End
+            };
+            let offset = s.position.map_or(fresh, Offset::Offset);
             tpl.add_partition_offset(&s.topic, s.partition, offset)
                 .with_context(|| format!("assigning {}[{}]", s.topic, s.partition))?;
         }
@@ -820,7 +827,7 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
             Ok(()) => return Ok(()),
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                 record = back;
-                clients.producer.poll(Duration::from_millis(50));
+                clients.producer.poll(Duration::from_millis(1));
             }
             Err((e, _)) => bail!(
                 "producing source offset {offset} (slot {slot}) to {}: {e}",
