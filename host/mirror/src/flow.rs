@@ -540,6 +540,11 @@ impl FlowRunner {
             }
             slot.position = Some(offset + 1);
             polled += 1;
+            if polled % 64 == 0 {
+                // Serve delivery reports as we go, so acknowledged records leave the producer
+                // queue promptly (as a plain consume→produce loop does).
+                clients.producer.poll(Duration::ZERO);
+            }
             if chain.is_empty() {
                 lock(progress)[i].sent(offset, 1);
                 let headers = msg.headers().map(|h| {
