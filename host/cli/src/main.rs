@@ -143,7 +143,10 @@ fn run(path: &Path, targets: &[String]) -> Result<()> {
         signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
     }
     let mirror = Mirror::start(&pipeline, prepared, stop.clone())?;
-    while !stop.load(Ordering::Relaxed) && !mirror.finished() {
+    // Like a Connect worker with a failed task, the process keeps running when a flow halts
+    // (a processor with on_error = "stop" failed): the halt is logged, the other flows go on,
+    // and a restart with a fixed plugin resumes the halted flow from its last commit.
+    while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(200));
     }
     tracing::info!("shutting down");

@@ -141,11 +141,6 @@ impl Mirror {
             .collect()
     }
 
-    /// Whether every flow thread has ended.
-    pub fn finished(&self) -> bool {
-        self.flows.iter().all(|(_, _, h)| h.is_finished())
-    }
-
     /// Asks every flow to stop, waits for them to flush and commit.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
