@@ -669,6 +669,8 @@ impl FlowRunner {
                 output.topic = &self.flow.dead_letter_topic;
                 send(clients, Box::new((i, d.item.offset, false)), output)?;
             }
+            // Serve delivery reports between runs, as the unprocessed path does while polling.
+            clients.producer.poll(Duration::ZERO);
             let mut status = lock(&self.status);
             status.records_dropped += out.dropped;
             status.records_skipped += out.skipped;
