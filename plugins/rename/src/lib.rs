@@ -26,7 +26,7 @@
 //! those of the identity policy (`None` for anything but heartbeats), and internal topic names are
 //! those of the default policy.
 
-use refract_plugin_sdk::config::ConfigTable;
+use refract_plugin_sdk::config::{ConfigTable, full_match_regex};
 use refract_plugin_sdk::mm2::IdentityReplicationPolicy;
 use refract_plugin_sdk::{PluginError, ReplicationPolicy};
 use regex::Regex;
@@ -136,8 +136,7 @@ impl Rule {
     fn from_table(mut table: ConfigTable) -> Result<Self, PluginError> {
         let pattern = table.required_string(MATCH_KEY)?;
         let replace = table.required_string(REPLACE_KEY)?;
-        let regex =
-            compile_full_match(&pattern).map_err(|reason| table.error(MATCH_KEY, reason))?;
+        let regex = full_match_regex(&pattern).map_err(|reason| table.error(MATCH_KEY, reason))?;
         let replacement = parse_replacement(&replace, &regex)
             .map_err(|reason| table.error(REPLACE_KEY, reason))?;
         table.finish()?;
@@ -159,37 +158,6 @@ impl Rule {
             }
         }
         Some(renamed)
-    }
-}
-
-/// Compiles `pattern` anchored at both ends, after checking that it is valid on its own (so that
-/// it cannot close the anchoring group early).
-fn compile_full_match(pattern: &str) -> Result<Regex, String> {
-    let alone = Regex::new(pattern).map_err(|err| describe_regex_error(&err))?;
-    let anchored = Regex::new(&format!(r"\A(?:{pattern})\z")).map_err(|err| {
-        format!(
-            "cannot be anchored to match whole topic names ({}); a trailing `#` comment needs a newline after it",
-            describe_regex_error(&err)
-        )
-    })?;
-    if anchored.captures_len() != alone.captures_len() {
-        return Err("cannot be anchored to match whole topic names".to_owned());
-    }
-    Ok(anchored)
-}
-
-/// A one-line description of a regex error.
-fn describe_regex_error(err: &regex::Error) -> String {
-    match err {
-        regex::Error::Syntax(text) => {
-            let reason = text
-                .lines()
-                .find_map(|line| line.strip_prefix("error: "))
-                .unwrap_or(text)
-                .trim();
-            format!("regex parse error: {reason}")
-        }
-        other => format!("regex error: {other}"),
     }
 }
 
@@ -440,7 +408,7 @@ mod tests {
             ),
             (
                 "[[rules]]\nmatch = \"(?x)a # comment\"\nreplace = \"b\"",
-                "rules[1].match: cannot be anchored to match whole topic names (regex parse error: unclosed group); a trailing `#` comment needs a newline after it",
+                "rules[1].match: cannot be anchored to match whole texts (regex parse error: unclosed group); a trailing `#` comment needs a newline after it",
             ),
             (
                 "rules = \"a\"",
@@ -463,7 +431,7 @@ mod tests {
 
     #[test]
     fn replacement_parsing() {
-        let regex = compile_full_match("(?P<a>x)(y)").unwrap();
+        let regex = full_match_regex("(?P<a>x)(y)").unwrap();
         let cases = [
             ("lit", vec![Piece::Literal("lit".to_owned())]),
             (
