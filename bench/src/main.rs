@@ -227,8 +227,13 @@ fn run_scenario(
         check_alive(&mut child, deadline)?;
         std::thread::sleep(Duration::from_millis(5));
     };
+    // BENCH_TRACE=1 prints the target's record count over time (to see stalls).
+    let trace = std::env::var_os("BENCH_TRACE").is_some();
     loop {
         let n = count();
+        if trace {
+            eprintln!("{:>6} ms {n}", first_at.elapsed().as_millis());
+        }
         if n >= expected {
             break;
         }
@@ -335,12 +340,14 @@ fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
 }
 
 /// The baseline: a plain consume→produce loop with the same client settings refract uses
-/// (idempotent producer, acks=all, same partition, key, value, headers and timestamp).
+/// (idempotent producer, acks=all, linger 5 ms, fetch.queue.backoff.ms 10; same partition, key,
+/// value, headers and timestamp).
 fn baseline_pipe(source: &str, target: &str, partitions: i32) -> Result<()> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", source)
         .set("group.id", "bench-baseline")
         .set("enable.auto.commit", "false")
+        .set("fetch.queue.backoff.ms", "10")
         .create()?;
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", target)

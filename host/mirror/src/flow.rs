@@ -237,7 +237,13 @@ impl FlowRunner {
             &self.source,
             ClientRole::Consumer,
             &id,
-            &[("auto.offset.reset", "earliest")],
+            // librdkafka postpones a partition's next fetch by fetch.queue.backoff.ms (1 s)
+            // whenever its local queue is over the prefetch thresholds; a mirror that is briefly
+            // busier than a plain reader then stalls on a second-long tail. 10 ms keeps it fed.
+            &[
+                ("auto.offset.reset", "earliest"),
+                ("fetch.queue.backoff.ms", "10"),
+            ],
             &[
                 ("group.id", group.as_str()),
                 ("enable.auto.commit", "false"),
