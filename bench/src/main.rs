@@ -19,6 +19,12 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 const TOPIC: &str = "bench";
 const REMOTE: &str = "source.bench";
+const LATENCY_TOPIC: &str = "latency";
+const LATENCY_REMOTE: &str = "source.latency";
+/// Enough partitions that a few seconds of small records stay under the mock cluster's 5 MiB
+/// per-partition log.
+const LATENCY_PARTITIONS: i32 = 32;
+const LATENCY_VALUE_BYTES: usize = 100;
 
 struct Args {
     refract: PathBuf,
@@ -65,6 +71,7 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     let source = MockCluster::new(1)?;
     source.create_topic(TOPIC, args.partitions, 1)?;
+    source.create_topic(LATENCY_TOPIC, LATENCY_PARTITIONS, 1)?;
     let bytes = args.records * args.value_bytes;
     let produce = prefill(&source.bootstrap_servers(), &args)?;
     let fetch = fetch_all(&source.bootstrap_servers(), args.partitions, args.records)?;
@@ -138,6 +145,25 @@ fn main() -> Result<()> {
         eprintln!("{name}: {:.0} rec/s", r.rate);
         results.push((name, r));
     }
+    let b_rate = results
+        .iter()
+        .find(|(n, _)| n.starts_with('b'))
+        .map(|(_, r)| r.rate);
+    let latency = match b_rate {
+        Some(rate)
+            if args
+                .only
+                .as_ref()
+                .is_none_or(|o| o.iter().any(|x| x == "latency")) =>
+        {
+            Some(measure_latency(
+                &args,
+                &source.bootstrap_servers(),
+                rate / 2.0,
+            )?)
+        }
+        _ => None,
+    };
     let base = results.first().map(|(_, r)| r.rate).unwrap_or(1.0);
     let b = results
         .iter()
@@ -159,7 +185,126 @@ fn main() -> Result<()> {
             r.peak_rss_kib as f64 / 1024.0
         );
     }
+    if let Some(l) = latency {
+        println!();
+        println!(
+            "latency at {:.0} rec/s (half of (b)), {} records of {LATENCY_VALUE_BYTES} B: end to end through refract p50 {} ms, p99 {} ms; broker only (source produce to source fetch) p50 {} ms, p99 {} ms; added by refract p50 {} ms, p99 {} ms",
+            l.rate, l.records, l.mirror.0, l.mirror.1, l.broker.0, l.broker.1,
+            l.mirror.0 - l.broker.0, l.mirror.1 - l.broker.1
+        );
+    }
     Ok(())
+}
+
+struct Latency {
+    rate: f64,
+    records: usize,
+    /// (p50, p99) in ms, produce on the source to fetch on the target.
+    mirror: (i64, i64),
+    /// (p50, p99) in ms, produce on the source to fetch on the source.
+    broker: (i64, i64),
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Produces to a fresh source topic at `rate` for a few seconds while refract mirrors it, and
+/// reads it on both sides: record timestamp (set at produce) to arrival.
+fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
+    let target = MockCluster::new(1)?;
+    target.create_topic(LATENCY_REMOTE, LATENCY_PARTITIONS, 1)?;
+    let dir = tempfile::tempdir()?;
+    let pipeline = format!(
+        "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n",
+        target.bootstrap_servers()
+    );
+    let path = dir.path().join("latency.toml");
+    std::fs::write(&path, pipeline)?;
+    let mut child = Command::new(&args.refract)
+        .arg("run")
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()?;
+    let reader = |bootstrap: &str, topic: &str| -> Result<BaseConsumer> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", "bench-latency")
+            .set("fetch.wait.max.ms", "5")
+            .create()?;
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..LATENCY_PARTITIONS {
+            tpl.add_partition_offset(topic, p, Offset::End)?;
+        }
+        c.assign(&tpl)?;
+        Ok(c)
+    };
+    let on_target = reader(&target.bootstrap_servers(), LATENCY_REMOTE)?;
+    let on_source = reader(source, LATENCY_TOPIC)?;
+    // Let refract start, discover the topic and assign it (its default is to read from the start,
+    // so records produced now are still measured).
+    std::thread::sleep(Duration::from_secs(3));
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", source)
+        .set("linger.ms", "0")
+        .create()?;
+    let seconds = 2.0;
+    let total = (rate * seconds) as usize;
+    let per_tick = (rate / 100.0).max(1.0) as usize;
+    let mut sent = 0;
+    let (mut mirror, mut broker) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    let value = "x".repeat(LATENCY_VALUE_BYTES);
+    let mut last_arrival = Instant::now();
+    while sent < total || (mirror.len() < total && last_arrival.elapsed() < Duration::from_secs(5))
+    {
+        if sent < total && started.elapsed().as_secs_f64() * rate >= sent as f64 {
+            for _ in 0..per_tick.min(total - sent) {
+                let rec = BaseRecord::<(), str>::to(LATENCY_TOPIC)
+                    .payload(&value)
+                    .partition((sent % 8) as i32)
+                    .timestamp(now_ms());
+                if producer.send(rec).is_ok() {
+                    sent += 1;
+                }
+            }
+            producer.poll(Duration::ZERO);
+        }
+        for (c, out) in [(&on_target, &mut mirror), (&on_source, &mut broker)] {
+            while let Some(Ok(m)) = c.poll(Duration::ZERO) {
+                if let Some(ts) = m.timestamp().to_millis() {
+                    out.push(now_ms() - ts);
+                    last_arrival = Instant::now();
+                }
+            }
+        }
+        check_alive(&mut child, started + Duration::from_secs(120))?;
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+    let pct = |v: &mut Vec<i64>| -> (i64, i64) {
+        v.sort_unstable();
+        let at = |q: f64| {
+            v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        (at(0.5), at(0.99))
+    };
+    Ok(Latency {
+        rate,
+        records: total,
+        mirror: pct(&mut mirror),
+        broker: pct(&mut broker),
+    })
 }
 
 struct Outcome {
