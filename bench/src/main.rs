@@ -236,11 +236,7 @@ fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
             .set("group.id", "bench-latency")
             .set("fetch.wait.max.ms", "5")
             .create()?;
-        let mut tpl = TopicPartitionList::new();
-        for p in 0..LATENCY_PARTITIONS {
-            tpl.add_partition_offset(topic, p, Offset::End)?;
-        }
-        c.assign(&tpl)?;
+        assign_all(&c, topic, LATENCY_PARTITIONS, Offset::End)?;
         Ok(c)
     };
     let on_target = reader(&target.bootstrap_servers(), LATENCY_REMOTE)?;
@@ -444,19 +440,11 @@ fn prefill(bootstrap: &str, args: &Args) -> Result<f64> {
     for i in 0..args.records {
         let key = format!("k{i}");
         let value = format!("{{\"id\":{i},\"email\":\"user{i}@example.com\",\"pad\":\"{pad}\"}}");
-        let mut rec = BaseRecord::to(TOPIC)
+        let rec = BaseRecord::to(TOPIC)
             .key(&key)
             .payload(&value)
             .partition((i % args.partitions as usize) as i32);
-        loop {
-            match producer.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    rec = back;
-                    producer.poll(Duration::from_millis(5));
-                }
-            }
-        }
+        send_waiting(&producer, rec);
     }
     producer.flush(Duration::from_secs(120))?;
     Ok(args.records as f64 / started.elapsed().as_secs_f64())
@@ -467,11 +455,7 @@ fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "bench-fetch")
         .create()?;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)?;
-    }
-    consumer.assign(&tpl)?;
+    assign_all(&consumer, TOPIC, partitions, Offset::Beginning)?;
     let started = Instant::now();
     let mut n = 0;
     while n < records {
@@ -500,11 +484,7 @@ fn baseline_pipe(source: &str, target: &str, partitions: i32) -> Result<()> {
         .set("acks", "all")
         .set("linger.ms", "5")
         .create()?;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)?;
-    }
-    consumer.assign(&tpl)?;
+    assign_all(&consumer, TOPIC, partitions, Offset::Beginning)?;
     loop {
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
             let mut rec: BaseRecord<'_, [u8], [u8]> =
@@ -513,17 +493,35 @@ fn baseline_pipe(source: &str, target: &str, partitions: i32) -> Result<()> {
             rec.payload = m.payload();
             rec.timestamp = m.timestamp().to_millis();
             rec.headers = m.headers().map(rdkafka::message::BorrowedHeaders::detach);
-            let mut rec = rec;
-            loop {
-                match producer.send(rec) {
-                    Ok(()) => break,
-                    Err((_, back)) => {
-                        rec = back;
-                        producer.poll(Duration::from_millis(5));
-                    }
-                }
-            }
+            send_waiting(&producer, rec);
         }
         producer.poll(Duration::ZERO);
     }
+}
+
+/// Sends `rec`, serving delivery reports while the producer queue is full.
+fn send_waiting<K, P>(producer: &BaseProducer, mut rec: BaseRecord<'_, K, P>)
+where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    loop {
+        match producer.send(rec) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                rec = back;
+                producer.poll(Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// Assigns every partition of `topic` to `consumer`, starting at `offset`.
+fn assign_all(consumer: &BaseConsumer, topic: &str, partitions: i32, offset: Offset) -> Result<()> {
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, offset)?;
+    }
+    consumer.assign(&tpl)?;
+    Ok(())
 }

@@ -56,25 +56,7 @@ enum PluginCommand {
     /// Run a policy, filter or transform on sample input and print one JSON line per input:
     /// records (JSON lines with topic, partition, offset, timestamp, key, value, headers) for a
     /// processor, topic names for a policy.
-    Test {
-        /// `builtin:<name>` or a `.wasm` component file.
-        plugin: String,
-        /// JSON-lines input file, `-` for standard input.
-        #[arg(long)]
-        input: PathBuf,
-        /// A config entry for the plugin, `key=value` (value as TOML, or plain text); repeatable.
-        #[arg(long = "config")]
-        config: Vec<String>,
-        /// Alias of the cluster the input comes from.
-        #[arg(long, default_value = "source")]
-        source_cluster: String,
-        /// Alias of the target cluster (a policy's cycle check).
-        #[arg(long, default_value = "target")]
-        target_cluster: String,
-        /// Topic for input records that name none.
-        #[arg(long, default_value = "topic")]
-        topic: String,
-    },
+    Test(plugin_test::PluginTest),
 }
 
 fn main() -> ExitCode {
@@ -85,24 +67,8 @@ fn main() -> ExitCode {
         Command::Check { pipeline } => check(&pipeline),
         Command::Demo => demo::run(),
         Command::Plugin {
-            command:
-                PluginCommand::Test {
-                    plugin,
-                    input,
-                    config,
-                    source_cluster,
-                    target_cluster,
-                    topic,
-                },
-        } => plugin_test::PluginTest {
-            plugin,
-            input,
-            config,
-            source_cluster,
-            target_cluster,
-            topic,
-        }
-        .run(),
+            command: PluginCommand::Test(test),
+        } => test.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,18 +15,24 @@ use refract_plugin::{
 };
 
 /// What `refract plugin test` was asked to do.
+#[derive(clap::Args)]
 pub struct PluginTest {
-    /// `builtin:<name>` or a `.wasm` file.
+    /// `builtin:<name>` or a `.wasm` component file.
     pub plugin: String,
-    /// JSON-lines input, `-` for standard input.
+    /// JSON-lines input file, `-` for standard input.
+    #[arg(long)]
     pub input: PathBuf,
-    /// `key=value` pairs for the plugin's config table (values are TOML, or plain text).
+    /// A config entry for the plugin, `key=value` (value as TOML, or plain text); repeatable.
+    #[arg(long = "config")]
     pub config: Vec<String>,
-    /// Alias of the cluster the records come from.
+    /// Alias of the cluster the input comes from.
+    #[arg(long, default_value = "source")]
     pub source_cluster: String,
-    /// Alias of the cluster they go to (for a policy's cycle check).
+    /// Alias of the target cluster (a policy's cycle check).
+    #[arg(long, default_value = "target")]
     pub target_cluster: String,
-    /// Topic for records that name none.
+    /// Topic for input records that name none.
+    #[arg(long, default_value = "topic")]
     pub topic: String,
 }
 
