@@ -8,6 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -33,6 +34,8 @@ struct Args {
     value_bytes: usize,
     only: Option<Vec<String>>,
     python_filter: Option<PathBuf>,
+    /// Overrides the latency run's rate (default: half of (b)'s measured rate).
+    latency_rate: Option<f64>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -43,6 +46,7 @@ fn parse_args() -> Result<Args> {
         value_bytes: 1024,
         only: None,
         python_filter: Some(PathBuf::from("examples/plugins/python/filter.wasm")),
+        latency_rate: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -54,6 +58,7 @@ fn parse_args() -> Result<Args> {
             "--value-bytes" => args.value_bytes = value()?.parse()?,
             "--only" => args.only = Some(value()?.split(',').map(str::to_string).collect()),
             "--python-filter" => args.python_filter = Some(PathBuf::from(value()?)),
+            "--latency-rate" => args.latency_rate = Some(value()?.parse()?),
             other => bail!("unknown argument {other}"),
         }
     }
@@ -159,7 +164,7 @@ fn main() -> Result<()> {
             Some(measure_latency(
                 &args,
                 &source.bootstrap_servers(),
-                rate / 2.0,
+                args.latency_rate.unwrap_or(rate / 2.0),
             )?)
         }
         _ => None,
@@ -188,9 +193,9 @@ fn main() -> Result<()> {
     if let Some(l) = latency {
         println!();
         println!(
-            "latency at {:.0} rec/s (half of (b)), {} records of {LATENCY_VALUE_BYTES} B: end to end through refract p50 {} ms, p99 {} ms; broker only (source produce to source fetch) p50 {} ms, p99 {} ms; added by refract p50 {} ms, p99 {} ms",
+            "latency at {:.0} rec/s (half of (b)), {} records of {LATENCY_VALUE_BYTES} B: end to end through refract p50 {} ms, p99 {} ms; broker only (source produce to source fetch) p50 {} ms, p99 {} ms; added by refract (per record, source fetch to target fetch) p50 {} ms, p99 {} ms",
             l.rate, l.records, l.mirror.0, l.mirror.1, l.broker.0, l.broker.1,
-            l.mirror.0 - l.broker.0, l.mirror.1 - l.broker.1
+            l.added.0, l.added.1
         );
     }
     Ok(())
@@ -203,6 +208,8 @@ struct Latency {
     mirror: (i64, i64),
     /// (p50, p99) in ms, produce on the source to fetch on the source.
     broker: (i64, i64),
+    /// (p50, p99) in ms, per record: fetch on the source to fetch on the target.
+    added: (i64, i64),
 }
 
 fn now_ms() -> i64 {
@@ -214,12 +221,17 @@ fn now_ms() -> i64 {
 
 /// Produces to a fresh source topic at `rate` for a few seconds while refract mirrors it, and
 /// reads it on both sides: record timestamp (set at produce) to arrival.
+///
+/// librdkafka's mock broker answers a fetch that finds no data only after the request's full
+/// `fetch.wait.max.ms` and is not woken by new records (a real broker answers as soon as data
+/// arrives), so a caught-up consumer with the 500 ms default sees up to 500 ms of artificial delay.
+/// Both readers and refract's source consumer therefore use 5 ms here.
 fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
     let target = MockCluster::new(1)?;
     target.create_topic(LATENCY_REMOTE, LATENCY_PARTITIONS, 1)?;
     let dir = tempfile::tempdir()?;
     let pipeline = format!(
-        "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n",
+        "[clusters.source]\nbootstrap = \"{source}\"\nconsumer = {{ \"fetch.wait.max.ms\" = \"5\" }}\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n",
         target.bootstrap_servers()
     );
     let path = dir.path().join("latency.toml");
@@ -250,42 +262,97 @@ fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
         .create()?;
     let seconds = 2.0;
     let total = (rate * seconds) as usize;
-    let per_tick = (rate / 100.0).max(1.0) as usize;
-    let mut sent = 0;
-    let (mut mirror, mut broker) = (Vec::new(), Vec::new());
+    let done = AtomicBool::new(false);
     let started = Instant::now();
-    let value = "x".repeat(LATENCY_VALUE_BYTES);
-    let mut last_arrival = Instant::now();
-    while sent < total || (mirror.len() < total && last_arrival.elapsed() < Duration::from_secs(5))
-    {
-        if sent < total && started.elapsed().as_secs_f64() * rate >= sent as f64 {
-            for _ in 0..per_tick.min(total - sent) {
-                let rec = BaseRecord::<(), str>::to(LATENCY_TOPIC)
-                    .payload(&value)
-                    .partition((sent % 8) as i32)
-                    .timestamp(now_ms());
-                if producer.send(rec).is_ok() {
-                    sent += 1;
+    // Producer and both readers on their own threads, so one cannot delay another's timestamps.
+    // Every record's key is its sequence number; arrival times are matched per record.
+    let (produced, (at_source, at_target)) = std::thread::scope(|scope| -> Result<_> {
+        let read = |c: BaseConsumer| {
+            let done = &done;
+            scope.spawn(move || {
+                let mut arrived = vec![None; total];
+                let mut count = 0;
+                let mut last = Instant::now();
+                while count < total
+                    && !done.load(Ordering::Relaxed)
+                    && last.elapsed() < Duration::from_secs(10)
+                {
+                    while let Some(Ok(m)) = c.poll(Duration::from_millis(1)) {
+                        let seq = m
+                            .key()
+                            .and_then(|k| <[u8; 8]>::try_from(k).ok())
+                            .map(|k| u64::from_be_bytes(k) as usize);
+                        if let Some(slot) = seq.and_then(|s| arrived.get_mut(s)) {
+                            if slot.is_none() {
+                                count += 1;
+                            }
+                            *slot = Some(now_ms());
+                            last = Instant::now();
+                        }
+                    }
                 }
+                arrived
+            })
+        };
+        let source_reader = read(on_source);
+        let target_reader = read(on_target);
+        let value = "x".repeat(LATENCY_VALUE_BYTES);
+        let mut produced = vec![0i64; total];
+        let mut sent = 0;
+        while sent < total {
+            let due = ((started.elapsed().as_secs_f64() * rate) as usize).min(total);
+            while sent < due {
+                let key = (sent as u64).to_be_bytes();
+                let ts = now_ms();
+                let rec = BaseRecord::<[u8], str>::to(LATENCY_TOPIC)
+                    .key(&key[..])
+                    .payload(&value)
+                    .partition((sent % LATENCY_PARTITIONS as usize) as i32)
+                    .timestamp(ts);
+                if producer.send(rec).is_err() {
+                    producer.poll(Duration::from_millis(1));
+                    continue;
+                }
+                produced[sent] = ts;
+                sent += 1;
             }
             producer.poll(Duration::ZERO);
+            std::thread::sleep(Duration::from_millis(1));
         }
-        for (c, out) in [(&on_target, &mut mirror), (&on_source, &mut broker)] {
-            while let Some(Ok(m)) = c.poll(Duration::ZERO) {
-                if let Some(ts) = m.timestamp().to_millis() {
-                    out.push(now_ms() - ts);
-                    last_arrival = Instant::now();
-                }
-            }
+        producer.flush(Duration::from_secs(10))?;
+        // Wait for the mirror to deliver everything (the target reader stops when it has every
+        // record or after 10 s without one).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !target_reader.is_finished() {
+            check_alive(&mut child, deadline)?;
+            std::thread::sleep(Duration::from_millis(50));
         }
-        check_alive(&mut child, started + Duration::from_secs(120))?;
-        std::thread::sleep(Duration::from_millis(1));
-    }
+        done.store(true, Ordering::Relaxed);
+        let join = |h: std::thread::ScopedJoinHandle<'_, Vec<Option<i64>>>| {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a latency reader panicked"))
+        };
+        Ok((produced, (join(source_reader)?, join(target_reader)?)))
+    })?;
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())
         .status();
     let _ = child.wait();
+    let missing = at_target.iter().filter(|t| t.is_none()).count();
+    if missing > 0 {
+        bail!("{missing} of {total} latency records never reached the target");
+    }
+    let mut mirror = Vec::with_capacity(total);
+    let mut broker = Vec::with_capacity(total);
+    let mut added = Vec::with_capacity(total);
+    for ((p, s), t) in produced.iter().zip(&at_source).zip(&at_target) {
+        if let (Some(s), Some(t)) = (s, t) {
+            mirror.push(t - p);
+            broker.push(s - p);
+            added.push(t - s);
+        }
+    }
     let pct = |v: &mut Vec<i64>| -> (i64, i64) {
         v.sort_unstable();
         let at = |q: f64| {
@@ -300,6 +367,7 @@ fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
         records: total,
         mirror: pct(&mut mirror),
         broker: pct(&mut broker),
+        added: pct(&mut added),
     })
 }
 

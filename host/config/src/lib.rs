@@ -11,7 +11,10 @@ mod topics;
 pub use duration::{parse_duration, parse_size};
 pub use error::ConfigError;
 pub use model::{
-    ClientRole, Cluster, Flow, OnError, Pipeline, PluginLocation, PluginSpec, ProcessorSpec,
-    BUILTIN_POLICIES, BUILTIN_PROCESSORS,
+    ClientRole, Cluster, DefaultsFrom, Flow, OffsetSyncsLocation, OnError, Pipeline,
+    PluginLocation, PluginSpec, ProcessorSpec, BUILTIN_POLICIES, BUILTIN_PROCESSORS,
 };
-pub use topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};
+pub use topics::{
+    PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE,
+};

@@ -7,7 +7,10 @@ use toml::Spanned;
 use crate::duration::{parse_duration, parse_size};
 use crate::error::{ConfigError, Locator};
 use crate::raw::{RawCluster, RawFlow, RawPipeline, RawPlugin, RawProcessor};
-use crate::topics::{PatternList, TopicFilter, DEFAULT_TOPICS_EXCLUDE};
+use crate::topics::{
+    PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE,
+};
 
 /// Names of the policies embedded in the binary.
 pub const BUILTIN_POLICIES: &[&str] = &["builtin:default", "builtin:identity"];
@@ -105,6 +108,64 @@ pub struct Flow {
     pub processors: Vec<ProcessorSpec>,
     /// Topic on the target that receives records a processor failed on (`on_error = "dead-letter"`).
     pub dead_letter_topic: String,
+    /// Which source consumer groups get checkpoints (MM2's `groups` / `groups.exclude`).
+    pub groups: TopicFilter,
+    /// Emit MM2 checkpoints to `<source>.checkpoints.internal` on the target.
+    pub emit_checkpoints: bool,
+    /// How often group offsets are translated and checkpointed.
+    pub checkpoint_interval: Duration,
+    /// How often the source's consumer groups are listed again.
+    pub refresh_groups_interval: Duration,
+    /// Commit translated offsets to idle target groups (MM2's `sync.group.offsets.enabled`).
+    pub sync_group_offsets: bool,
+    /// How often translated offsets are committed to target groups.
+    pub sync_group_offsets_interval: Duration,
+    /// Write MM2 offset syncs (needed by checkpoints).
+    pub emit_offset_syncs: bool,
+    /// Which cluster holds the offset-syncs topic.
+    pub offset_syncs_location: OffsetSyncsLocation,
+    /// A new offset sync is written once the downstream offset is this far past the last one.
+    pub offset_lag_max: i64,
+    /// Emit MM2 heartbeats to `heartbeats` on the target.
+    pub emit_heartbeats: bool,
+    /// How often a heartbeat is emitted.
+    pub heartbeat_interval: Duration,
+    /// Create remote topics with the source's topic configs and keep them in sync.
+    pub sync_topic_configs: bool,
+    /// How often topic configs are re-synced.
+    pub sync_topic_configs_interval: Duration,
+    /// Topic configs never copied.
+    pub config_properties_exclude: PatternList,
+    /// Where a config the source leaves at its default takes its value from.
+    pub use_defaults_from: DefaultsFrom,
+    /// Copy literal topic ACLs (MM2's rules, additive only).
+    pub sync_topic_acls: bool,
+    /// How often ACLs are re-synced.
+    pub sync_topic_acls_interval: Duration,
+    /// Replication factor for the internal topics (offset syncs, checkpoints, heartbeats, DLQ).
+    pub internal_replication_factor: i32,
+    /// Stamp every mirrored record with the `refract.provenance` header (the clusters it passed
+    /// through) and never send a record back to a cluster it came from.
+    pub provenance_header: bool,
+}
+
+/// Which cluster holds a flow's offset-syncs topic (MM2's `offset-syncs.topic.location`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSyncsLocation {
+    /// `mm2-offset-syncs.<target>.internal` on the source (MM2's default).
+    Source,
+    /// `mm2-offset-syncs.<source>.internal` on the target.
+    Target,
+}
+
+/// Where the value of a topic config the source leaves at its default comes from
+/// (MM2's `use.defaults.from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultsFrom {
+    /// Remove any override on the target, so the target broker's default applies (MM2's default).
+    Target,
+    /// Set the source broker's default value on the target.
+    Source,
 }
 
 /// A record processor in a flow's chain.
@@ -421,19 +482,110 @@ impl Builder<'_> {
         )?;
         let commit_interval =
             self.duration(&format!("{key}.commit_interval"), raw.commit_interval, "5s")?;
-        let replication_factor = match raw.replication_factor {
-            None => -1,
-            Some(rf) => match i32::try_from(*rf.get_ref()) {
-                Ok(n) if n == -1 || n >= 1 => n,
-                _ => {
+        let replication_factor =
+            self.replication_factor(&format!("{key}.replication_factor"), raw.replication_factor)?;
+        let internal_replication_factor = self.replication_factor(
+            &format!("{key}.internal_replication_factor"),
+            raw.internal_replication_factor,
+        )?;
+        let groups = TopicFilter {
+            include: match raw.groups {
+                Some(list) => self.patterns(&format!("{key}.groups"), list)?,
+                None => self.defaults(&format!("{key}.groups"), &[".*"])?,
+            },
+            exclude: match raw.groups_exclude {
+                Some(list) => self.patterns(&format!("{key}.groups_exclude"), list)?,
+                None => self.defaults(&format!("{key}.groups_exclude"), DEFAULT_GROUPS_EXCLUDE)?,
+            },
+        };
+        let config_properties_exclude = match raw.config_properties_exclude {
+            Some(list) => self.patterns(&format!("{key}.config_properties_exclude"), list)?,
+            None => self.defaults(
+                &format!("{key}.config_properties_exclude"),
+                DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+            )?,
+        };
+        let offset_syncs_location = match raw.offset_syncs_location {
+            None => OffsetSyncsLocation::Source,
+            Some(v) => match v.get_ref().as_str() {
+                "source" => OffsetSyncsLocation::Source,
+                "target" => OffsetSyncsLocation::Target,
+                other => {
                     return self.err(
-                        rf.span(),
-                        format!("{key}.replication_factor"),
-                        "must be -1 (broker default) or at least 1".into(),
-                    );
+                        v.span(),
+                        format!("{key}.offset_syncs_location"),
+                        format!("unknown value `{other}` (use \"source\" or \"target\")"),
+                    )
                 }
             },
         };
+        let use_defaults_from = match raw.use_defaults_from {
+            None => DefaultsFrom::Target,
+            Some(v) => match v.get_ref().as_str() {
+                "target" => DefaultsFrom::Target,
+                "source" => DefaultsFrom::Source,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.use_defaults_from"),
+                        format!("unknown value `{other}` (use \"target\" or \"source\")"),
+                    )
+                }
+            },
+        };
+        let offset_lag_max = match raw.offset_lag_max {
+            None => 100,
+            Some(v) if *v.get_ref() >= 0 => *v.get_ref(),
+            Some(v) => {
+                return self.err(
+                    v.span(),
+                    format!("{key}.offset_lag_max"),
+                    "must be 0 or more".into(),
+                )
+            }
+        };
+        let emit_offset_syncs = raw.emit_offset_syncs.unwrap_or(true);
+        let emit_checkpoints = raw.emit_checkpoints.unwrap_or(emit_offset_syncs);
+        if emit_checkpoints && !emit_offset_syncs {
+            return self.err(
+                raw.source.span(),
+                format!("{key}.emit_checkpoints"),
+                "checkpoints need offset syncs: set emit_offset_syncs = true or emit_checkpoints = false".into(),
+            );
+        }
+        let sync_group_offsets = raw.sync_group_offsets.unwrap_or(false);
+        if sync_group_offsets && !emit_checkpoints {
+            return self.err(
+                raw.source.span(),
+                format!("{key}.sync_group_offsets"),
+                "group offset sync needs checkpoints: set emit_checkpoints = true".into(),
+            );
+        }
+        let interval = |name: &str, raw: Option<Spanned<String>>, default: &str| {
+            self.duration(&format!("{key}.{name}"), raw, default)
+        };
+        let checkpoint_interval = interval("checkpoint_interval", raw.checkpoint_interval, "60s")?;
+        let refresh_groups_interval = interval(
+            "refresh_groups_interval",
+            raw.refresh_groups_interval,
+            "60s",
+        )?;
+        let sync_group_offsets_interval = interval(
+            "sync_group_offsets_interval",
+            raw.sync_group_offsets_interval,
+            "60s",
+        )?;
+        let heartbeat_interval = interval("heartbeat_interval", raw.heartbeat_interval, "1s")?;
+        let sync_topic_configs_interval = interval(
+            "sync_topic_configs_interval",
+            raw.sync_topic_configs_interval,
+            "60s",
+        )?;
+        let sync_topic_acls_interval = interval(
+            "sync_topic_acls_interval",
+            raw.sync_topic_acls_interval,
+            "60s",
+        )?;
         let mut processors = Vec::new();
         for (j, p) in raw.processors.unwrap_or_default().into_iter().enumerate() {
             processors.push(self.processor(&format!("{key}.processors[{j}]"), p)?);
@@ -463,7 +615,45 @@ impl Builder<'_> {
             heartbeats_replication: raw.heartbeats_replication.unwrap_or(true),
             processors,
             dead_letter_topic,
+            groups,
+            emit_checkpoints,
+            checkpoint_interval,
+            refresh_groups_interval,
+            sync_group_offsets,
+            sync_group_offsets_interval,
+            emit_offset_syncs,
+            offset_syncs_location,
+            offset_lag_max,
+            emit_heartbeats: raw.emit_heartbeats.unwrap_or(true),
+            heartbeat_interval,
+            sync_topic_configs: raw.sync_topic_configs.unwrap_or(true),
+            sync_topic_configs_interval,
+            config_properties_exclude,
+            use_defaults_from,
+            sync_topic_acls: raw.sync_topic_acls.unwrap_or(true),
+            sync_topic_acls_interval,
+            internal_replication_factor,
+            provenance_header: raw.provenance_header.unwrap_or(true),
         }))
+    }
+
+    fn replication_factor(&self, key: &str, raw: Option<Spanned<i64>>) -> Result<i32, ConfigError> {
+        match raw {
+            None => Ok(-1),
+            Some(rf) => match i32::try_from(*rf.get_ref()) {
+                Ok(n) if n == -1 || n >= 1 => Ok(n),
+                _ => self.err(
+                    rf.span(),
+                    key.to_string(),
+                    "must be -1 (broker default) or at least 1".into(),
+                ),
+            },
+        }
+    }
+
+    fn defaults(&self, key: &str, patterns: &[&str]) -> Result<PatternList, ConfigError> {
+        PatternList::new(patterns.iter().map(|s| s.to_string()).collect())
+            .map_err(|(_, e)| self.loc.error(None, key, e))
     }
 
     fn processor(
@@ -788,5 +978,82 @@ mod processor_tests {
             );
             assert!(err.message.contains(message), "{body}: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod mm2_settings_tests {
+    use super::*;
+
+    const HEAD: &str = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
+
+    fn parse(body: &str) -> Result<Pipeline, ConfigError> {
+        Pipeline::parse(Path::new("p.toml"), &format!("{HEAD}{body}\n"))
+    }
+
+    #[test]
+    fn mm2_defaults() {
+        let p = parse("").unwrap();
+        let f = &p.flows[0];
+        assert!(f.groups.should_replicate("payments-app"));
+        assert!(!f.groups.should_replicate("console-consumer-123"));
+        assert!(!f.groups.should_replicate("connect-sink"));
+        assert!(!f.groups.should_replicate("__internal"));
+        assert!(f.emit_checkpoints && f.emit_offset_syncs && f.emit_heartbeats);
+        assert!(!f.sync_group_offsets);
+        assert_eq!(f.offset_lag_max, 100);
+        assert_eq!(f.offset_syncs_location, OffsetSyncsLocation::Source);
+        assert_eq!(f.checkpoint_interval, Duration::from_secs(60));
+        assert_eq!(f.heartbeat_interval, Duration::from_secs(1));
+        assert!(f.config_properties_exclude.matches("min.insync.replicas"));
+        assert!(!f.config_properties_exclude.matches("retention.ms"));
+        assert_eq!(f.use_defaults_from, DefaultsFrom::Target);
+        assert!(f.sync_topic_configs && f.sync_topic_acls && f.provenance_header);
+        assert_eq!(f.internal_replication_factor, -1);
+    }
+
+    #[test]
+    fn mm2_settings_parse_and_are_checked() {
+        let p = parse(
+            "groups = [\"app-.*\"]\ngroups_exclude = []\nsync_group_offsets = true\noffset_syncs_location = \"target\"\noffset_lag_max = 0\ncheckpoint_interval = \"1s\"\nuse_defaults_from = \"source\"\ninternal_replication_factor = 3",
+        )
+        .unwrap();
+        let f = &p.flows[0];
+        assert!(f.groups.should_replicate("app-1"));
+        assert!(!f.groups.should_replicate("other"));
+        assert!(f.sync_group_offsets);
+        assert_eq!(f.offset_syncs_location, OffsetSyncsLocation::Target);
+        assert_eq!(f.offset_lag_max, 0);
+        assert_eq!(f.checkpoint_interval, Duration::from_secs(1));
+        assert_eq!(f.use_defaults_from, DefaultsFrom::Source);
+        assert_eq!(f.internal_replication_factor, 3);
+        let cases = [
+            (
+                "offset_syncs_location = \"middle\"",
+                "flow[0].offset_syncs_location",
+            ),
+            ("offset_lag_max = -1", "flow[0].offset_lag_max"),
+            ("use_defaults_from = \"x\"", "flow[0].use_defaults_from"),
+            ("groups = [\"(\"]", "flow[0].groups[0]"),
+            (
+                "emit_offset_syncs = false\nemit_checkpoints = true",
+                "flow[0].emit_checkpoints",
+            ),
+            (
+                "emit_checkpoints = false\nsync_group_offsets = true",
+                "flow[0].sync_group_offsets",
+            ),
+            (
+                "internal_replication_factor = 0",
+                "flow[0].internal_replication_factor",
+            ),
+        ];
+        for (body, key) in cases {
+            let err = parse(body).unwrap_err();
+            assert_eq!(err.key, key, "{body}: {err}");
+        }
+        // Turning off offset syncs turns off checkpoints by default.
+        let p = parse("emit_offset_syncs = false").unwrap();
+        assert!(!p.flows[0].emit_checkpoints);
     }
 }

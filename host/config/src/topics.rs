@@ -3,6 +3,19 @@ use regex::Regex;
 /// MirrorMaker 2's default `topics.exclude`.
 pub const DEFAULT_TOPICS_EXCLUDE: &[&str] = &[".*[-.]internal", ".*\\.replica", "__.*"];
 
+/// MirrorMaker 2's default `groups.exclude`.
+pub const DEFAULT_GROUPS_EXCLUDE: &[&str] = &["console-consumer-.*", "connect-.*", "__.*"];
+
+/// MirrorMaker 2's default `config.properties.exclude`: topic configs never copied.
+pub const DEFAULT_CONFIG_PROPERTIES_EXCLUDE: &[&str] = &[
+    "follower\\.replication\\.throttled\\.replicas",
+    "leader\\.replication\\.throttled\\.replicas",
+    "message\\.timestamp\\.difference\\.max\\.ms",
+    "message\\.timestamp\\.type",
+    "unclean\\.leader\\.election\\.enable",
+    "min\\.insync\\.replicas",
+];
+
 /// A list of full-match regexes with MirrorMaker 2's semantics: the entries are joined with `|`
 /// and must match the whole name; an empty list matches nothing.
 #[derive(Debug, Clone)]
