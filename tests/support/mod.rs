@@ -82,6 +82,16 @@ pub struct Broker {
 impl Broker {
     /// Starts a broker and waits until it answers metadata requests.
     pub fn start(cluster: &str) -> Self {
+        Self::start_with(cluster, &format!("sqlite://{cluster}.db"))
+    }
+
+    /// Starts a broker with in-memory storage: the only tansu engine that describes consumer
+    /// groups (DescribeGroups, group states), which the sqlite engine cannot (TEST-BROKERS.md).
+    pub fn start_memory(cluster: &str) -> Self {
+        Self::start_with(cluster, &format!("memory://{cluster}/"))
+    }
+
+    fn start_with(cluster: &str, storage: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let url = format!("tcp://127.0.0.1:{port}");
@@ -89,7 +99,7 @@ impl Broker {
         let child = Command::new(tansu_binary())
             .current_dir(dir.path())
             .args(["broker", "--cluster-id", cluster, "--listener-url", &url, "--advertised-listener-url", &url])
-            .args(["--storage-engine", &format!("sqlite://{cluster}.db")])
+            .args(["--storage-engine", storage])
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn()
@@ -136,6 +146,90 @@ impl Broker {
         wait_until("the topic to appear", || self.topics().contains_key(name));
     }
 
+    /// Creates a topic with topic configs.
+    pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .expect("admin");
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        for (k, v) in configs {
+            topic = topic.set(k, v);
+        }
+        let res = futures_executor::block_on(admin.create_topics([&topic], &AdminOptions::new()))
+            .expect("create topics");
+        for r in res {
+            r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
+        }
+        wait_until("the topic to appear", || self.topics().contains_key(name));
+    }
+
+    /// A topic's configs as the broker describes them.
+    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .expect("admin");
+        let res = futures_executor::block_on(
+            admin.describe_configs([&rdkafka::admin::ResourceSpecifier::Topic(name)], &AdminOptions::new()),
+        )
+        .expect("describe configs");
+        res.into_iter()
+            .flat_map(|r| r.expect("describe").entries)
+            .filter_map(|e| e.value.map(|v| (e.name, v)))
+            .collect()
+    }
+
+    /// Commits `offsets` (partition → next offset) for `group` on `topic`, as a consumer that
+    /// read that far would.
+    pub fn commit_group(&self, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        for (p, o) in offsets {
+            tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
+                .expect("tpl");
+        }
+        c.commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+            .expect("commit");
+    }
+
+    /// `group`'s committed offsets on `partitions` partitions of `topic` (None: no commit).
+    pub fn group_offsets(&self, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions {
+            tpl.add_partition(topic, p);
+        }
+        let got = c
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .expect("committed offsets");
+        (0..partitions)
+            .map(|p| match got.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => Some(o),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The raw (key, value) of every record of single-partition `topic`.
+    pub fn read_raw(&self, topic: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.read_all_raw(topic)
+            .into_iter()
+            .flatten()
+            .map(|r| (r.key.unwrap_or_default(), r.value.unwrap_or_default()))
+            .collect()
+    }
+
     /// Topic name → partition count.
     pub fn topics(&self) -> BTreeMap<String, i32> {
         let md = self
@@ -148,11 +242,17 @@ impl Broker {
             .collect()
     }
 
-    /// User topics only (no `__` broker internals).
+    /// User topics only: no `__` broker internals and none of the MirrorMaker 2 internal topics
+    /// (`heartbeats`, `<alias>.heartbeats`, offset syncs, checkpoints, dead letters: `*.internal`).
     pub fn user_topics(&self) -> Vec<String> {
         self.topics()
             .into_keys()
-            .filter(|t| !t.starts_with("__"))
+            .filter(|t| {
+                !t.starts_with("__")
+                    && t != "heartbeats"
+                    && !t.ends_with(".heartbeats")
+                    && !t.ends_with(".internal")
+            })
             .collect()
     }
 
@@ -213,8 +313,18 @@ impl Broker {
         );
     }
 
-    /// Every record of `topic`, per partition, in offset order.
+    /// Every record of `topic`, per partition, in offset order, without refract's provenance
+    /// header (see [`Broker::read_all_raw`]).
     pub fn read_all(&self, topic: &str) -> Vec<Vec<TestRecord>> {
+        let mut all = self.read_all_raw(topic);
+        for r in all.iter_mut().flatten() {
+            r.headers.retain(|(k, _)| k != PROVENANCE);
+        }
+        all
+    }
+
+    /// Every record of `topic`, per partition, in offset order, exactly as stored.
+    pub fn read_all_raw(&self, topic: &str) -> Vec<Vec<TestRecord>> {
         let counts = self.counts(topic);
         let c = self.consumer();
         let mut tpl = TopicPartitionList::new();
@@ -255,6 +365,9 @@ impl Drop for Broker {
         let _ = self.child.wait();
     }
 }
+
+/// The header refract stamps on mirrored records: the clusters they came through.
+pub const PROVENANCE: &str = "refract.provenance";
 
 /// A record as produced and as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! `refract`: mirror Kafka topics between clusters, naming them with WebAssembly policies.
 
 mod demo;
+mod mm2_cmds;
 mod plugin_test;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +50,22 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Consumer-group offsets after failover (MirrorMaker 2's RemoteClusterUtils.translateOffsets).
+    Offsets {
+        #[command(subcommand)]
+        command: OffsetsCommand,
+    },
+    /// Print each cluster's upstream clusters and hop counts, from the heartbeat topics.
+    Topology(mm2_cmds::Topology),
+    /// Print the pipeline TOML equivalent to a MirrorMaker 2 properties file.
+    Convert(mm2_cmds::Convert),
+}
+
+#[derive(Subcommand)]
+enum OffsetsCommand {
+    /// Print the target offsets a consumer group should resume from after failing over from
+    /// one cluster to another, read from the checkpoints refract wrote.
+    Translate(mm2_cmds::Translate),
 }
 
 #[derive(Subcommand)]
@@ -69,6 +86,11 @@ fn main() -> ExitCode {
         Command::Plugin {
             command: PluginCommand::Test(test),
         } => test.run(),
+        Command::Offsets {
+            command: OffsetsCommand::Translate(t),
+        } => t.run(),
+        Command::Topology(t) => t.run(),
+        Command::Convert(c) => c.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -81,6 +103,9 @@ fn main() -> ExitCode {
 
 fn load(path: &Path, targets: &[String]) -> Result<(Pipeline, Vec<refract_mirror::PreparedFlow>)> {
     let pipeline = Pipeline::load(path)?;
+    for warning in &pipeline.warnings {
+        tracing::warn!("{warning}");
+    }
     let runtime = PluginRuntime::new(PluginLimits::default())?;
     let prepared = refract_mirror::prepare(&pipeline, targets, &runtime)?;
     Ok((pipeline, prepared))

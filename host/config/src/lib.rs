@@ -4,12 +4,14 @@
 
 mod duration;
 mod error;
+mod mm2;
 mod model;
 mod raw;
 mod topics;
 
 pub use duration::{parse_duration, parse_size};
 pub use error::ConfigError;
+pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{
     ClientRole, Cluster, DefaultsFrom, Flow, OffsetSyncsLocation, OnError, Pipeline,
     PluginLocation, PluginSpec, ProcessorSpec, BUILTIN_POLICIES, BUILTIN_PROCESSORS,

@@ -24,7 +24,7 @@ pub const BUILTIN_PROCESSORS: &[&str] = &[
 ];
 
 /// Client properties refract sets itself; a pipeline may not override them.
-const RESERVED_CLIENT_KEYS: &[&str] = &[
+pub(crate) const RESERVED_CLIENT_KEYS: &[&str] = &[
     "bootstrap.servers",
     "enable.idempotence",
     "acks",
@@ -42,6 +42,9 @@ pub struct Pipeline {
     pub clusters: BTreeMap<String, Cluster>,
     /// Enabled flows, in file order.
     pub flows: Vec<Flow>,
+    /// Things worth logging that do not stop the pipeline: for a MirrorMaker 2 `.properties`
+    /// file, the settings refract ignores and what the conversion assumed. Empty for TOML.
+    pub warnings: Vec<String>,
 }
 
 /// One Kafka cluster and how to reach it.
@@ -254,7 +257,8 @@ impl PluginSpec {
 }
 
 impl Pipeline {
-    /// Reads and validates a pipeline file.
+    /// Reads and validates a pipeline file: TOML, or a MirrorMaker 2 `.properties` file, which
+    /// is converted first (see [`crate::convert_mm2_properties`]).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
             file: path.to_path_buf(),
@@ -262,6 +266,12 @@ impl Pipeline {
             key: String::new(),
             message: format!("cannot read the pipeline file: {e}"),
         })?;
+        let is_properties = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("properties"));
+        if is_properties {
+            return crate::mm2::load(path, &text);
+        }
         Self::parse(path, &text)
     }
 
@@ -287,6 +297,15 @@ impl Pipeline {
             .iter()
             .filter(|f| targets.is_empty() || targets.contains(&f.target))
             .collect()
+    }
+}
+
+/// Whether `name` can be a cluster alias: it appears in flow names (`a->b`) and MM2 lists.
+pub(crate) fn check_alias(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',' || c == '>') {
+        Err("a cluster alias must be non-empty without spaces, ',' or '>'")
+    } else {
+        Ok(())
     }
 }
 
@@ -345,6 +364,7 @@ impl Builder<'_> {
             file: self.loc.file.clone(),
             clusters,
             flows,
+            warnings: Vec::new(),
         })
     }
 
@@ -355,12 +375,8 @@ impl Builder<'_> {
     ) -> Result<Cluster, ConfigError> {
         let name = alias.get_ref().clone();
         let key = format!("clusters.{name}");
-        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',' || c == '>') {
-            return self.err(
-                alias.span(),
-                key,
-                "a cluster alias must be non-empty without spaces, ',' or '>'".into(),
-            );
+        if let Err(problem) = check_alias(&name) {
+            return self.err(alias.span(), key, problem.into());
         }
         let raw = raw.into_inner();
         if raw.bootstrap.get_ref().trim().is_empty() {

@@ -50,18 +50,22 @@ pub fn list_topics(client: &BaseConsumer) -> Result<Vec<(String, i32)>> {
         .collect())
 }
 
-/// Creates a topic with `partitions` partitions; an existing topic is fine.
+/// Creates a topic with `partitions` partitions and topic `configs`; an existing topic is fine.
 pub fn create_topic(
     admin: &AdminClient<DefaultClientContext>,
     name: &str,
     partitions: i32,
     replication_factor: i32,
+    configs: &[(String, String)],
 ) -> Result<()> {
-    let topic = NewTopic::new(
+    let mut topic = NewTopic::new(
         name,
         partitions,
         TopicReplication::Fixed(replication_factor),
     );
+    for (k, v) in configs {
+        topic = topic.set(k, v);
+    }
     let options = AdminOptions::new()
         .operation_timeout(Some(REQUEST_TIMEOUT))
         .request_timeout(Some(REQUEST_TIMEOUT));

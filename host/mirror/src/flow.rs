@@ -17,14 +17,22 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
-use refract_config::{ClientRole, Cluster, Flow, OnError};
+use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation, OnError};
 use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy};
 
 use crate::chain::{Chain, Item};
 
 use crate::clients::{client_config, create_topic, grow_topic, list_topics, REQUEST_TIMEOUT};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
+use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::progress::PartitionProgress;
+use crate::topic_configs;
+
+/// Header naming the clusters a record has been mirrored from, oldest first, comma-separated.
+pub const PROVENANCE_HEADER: &str = "refract.provenance";
+/// Token slot of records that belong to no source partition (heartbeats, offset syncs on the
+/// target): their delivery reports are ignored.
+const NO_SLOT: usize = usize::MAX;
 
 /// Most records forwarded between two checks of timers and delivery reports.
 const MAX_POLL_BATCH: usize = 1000;
@@ -49,6 +57,16 @@ pub struct FlowStatus {
     pub records_skipped: u64,
     /// Records sent to the dead-letter topic.
     pub records_dead_lettered: u64,
+    /// Records not mirrored because their provenance header shows they came from the target.
+    pub records_looped: u64,
+    /// MM2 offset syncs written.
+    pub offset_syncs: u64,
+    /// MM2 heartbeats written.
+    pub heartbeats: u64,
+    /// MM2 checkpoints written.
+    pub checkpoints: u64,
+    /// Translated offsets committed to target consumer groups.
+    pub group_offsets_synced: u64,
     /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
     pub halted: Option<String>,
     /// The last failure, if any.
@@ -115,6 +133,7 @@ pub struct FlowRunner {
     stop: Arc<AtomicBool>,
     status: SharedStatus,
     known_outputs: Mutex<HashSet<String>>,
+    reverse_heartbeats: bool,
 }
 
 struct Clients {
@@ -122,6 +141,20 @@ struct Clients {
     target_meta: BaseConsumer,
     admin: AdminClient<DefaultClientContext>,
     producer: BaseProducer<DeliveryContext>,
+    source_admin: AdminClient<DefaultClientContext>,
+    /// Writes offset syncs (location = source) and the reverse pair's heartbeats to the source.
+    source_producer: Option<BaseProducer>,
+}
+
+/// MirrorMaker 2's side channels of a flow: offset syncs and heartbeats.
+struct Internals {
+    writer: Option<OffsetSyncWriter>,
+    sync_topic: String,
+    heartbeats_topic: String,
+    next_heartbeat: Instant,
+    /// Remote topic → (source topic, wanted configs) last applied, for periodic re-sync.
+    next_config_sync: Instant,
+    config_sync_unsupported: bool,
 }
 
 #[derive(Default)]
@@ -160,7 +193,16 @@ impl FlowRunner {
             stop,
             status,
             known_outputs: Mutex::new(HashSet::new()),
+            reverse_heartbeats: false,
         }
+    }
+
+    /// Also emits the reverse pair's heartbeats (`target->source`) into the source cluster, as
+    /// MirrorMaker 2's default heartbeat connectors for every cluster pair do; set when the
+    /// pipeline has no flow in the other direction to do it.
+    pub fn with_reverse_heartbeats(mut self, yes: bool) -> Self {
+        self.reverse_heartbeats = yes;
+        self
     }
 
     /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).
@@ -181,6 +223,7 @@ impl FlowRunner {
         let mut last_plan = TopicPlan::default();
         let mut next_discovery = Instant::now();
         let mut next_commit = Instant::now() + self.flow.commit_interval;
+        let mut internals = self.internals(&clients, &mut policy)?;
 
         while !self.stop.load(Ordering::Relaxed) {
             if Instant::now() >= next_discovery {
@@ -192,7 +235,12 @@ impl FlowRunner {
                     &progress,
                     &last_plan,
                 ) {
-                    Ok(plan) => last_plan = plan,
+                    Ok(plan) => {
+                        if Instant::now() >= internals.next_config_sync {
+                            self.sync_configs(&clients, &plan, &mut internals);
+                        }
+                        last_plan = plan
+                    }
                     Err(e) => {
                         warn!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
                     }
@@ -201,6 +249,7 @@ impl FlowRunner {
             }
             self.forward_batch(&clients, &mut slots, &progress, &mut chain)?;
             clients.producer.poll(Duration::ZERO);
+            self.emit_internals(&clients, &slots, &progress, &mut internals, false);
             if let Some((slot, failure)) = lock(&progress)
                 .iter()
                 .enumerate()
@@ -216,6 +265,7 @@ impl FlowRunner {
                 );
             }
             if Instant::now() >= next_commit {
+                self.emit_internals(&clients, &slots, &progress, &mut internals, true);
                 self.commit(&clients, &mut slots, &progress)?;
                 next_commit = Instant::now() + self.flow.commit_interval;
             }
@@ -225,6 +275,10 @@ impl FlowRunner {
             warn!(flow = %name, "not every record was acknowledged before shutdown ({e}); they will be mirrored again on restart");
         }
         clients.producer.poll(Duration::ZERO);
+        self.emit_internals(&clients, &slots, &progress, &mut internals, true);
+        if let Some(p) = &clients.source_producer {
+            let _ = p.flush(Duration::from_secs(5));
+        }
         self.commit(&clients, &mut slots, &progress)?;
         info!(flow = %name, "stopped");
         Ok(())
@@ -301,11 +355,39 @@ impl FlowRunner {
                 self.target.alias
             )
         })?;
+        let source_admin: AdminClient<DefaultClientContext> =
+            client_config(&self.source, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the admin client for source cluster {}",
+                        self.source.alias
+                    )
+                })?;
+        let needs_source_producer = (self.flow.emit_offset_syncs
+            && self.flow.offset_syncs_location == OffsetSyncsLocation::Source)
+            || (self.flow.emit_heartbeats && self.reverse_heartbeats);
+        let source_producer = if needs_source_producer {
+            Some(
+                client_config(&self.source, ClientRole::Producer, &id, &[("linger.ms", "5")], &[])
+                    .create::<BaseProducer>()
+                    .with_context(|| {
+                        format!(
+                            "flow {name}: creating the offset-sync producer for source cluster {}",
+                            self.source.alias
+                        )
+                    })?,
+            )
+        } else {
+            None
+        };
         Ok(Clients {
             consumer,
             target_meta,
             admin,
             producer,
+            source_admin,
+            source_producer,
         })
     }
 
@@ -354,6 +436,7 @@ impl FlowRunner {
                     &route.remote_topic,
                     route.partitions,
                     self.flow.replication_factor,
+                    &self.remote_topic_configs(clients, &route.source_topic),
                 ) {
                     Ok(()) => {
                         info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, self.target.alias, route.partitions);
@@ -409,7 +492,11 @@ impl FlowRunner {
                         position: None,
                         committed: None,
                     });
-                    lock(progress).push(PartitionProgress::default());
+                    lock(progress).push(if self.flow.emit_offset_syncs {
+                        PartitionProgress::tracking_pairs()
+                    } else {
+                        PartitionProgress::default()
+                    });
                 }
             }
         }
@@ -525,7 +612,8 @@ impl FlowRunner {
     ) -> Result<()> {
         let mut timeout = Duration::from_millis(100);
         let mut polled = 0u64;
-        let mut pending: Vec<(usize, Item)> = Vec::new();
+        let mut pending: Vec<(usize, Item, Option<String>)> = Vec::new();
+        let mut looped = 0u64;
         for _ in 0..MAX_POLL_BATCH {
             let msg = match clients.consumer.poll(timeout) {
                 None => break,
@@ -551,17 +639,49 @@ impl FlowRunner {
                 // queue promptly (as a plain consume→produce loop does).
                 clients.producer.poll(Duration::ZERO);
             }
+            let stamp = if self.flow.provenance_header {
+                match provenance(msg.headers(), &self.source.alias, &self.target.alias) {
+                    Some(stamp) => Some(stamp),
+                    None => {
+                        // It came from the target: sending it back would loop.
+                        lock(progress)[i].sent(offset, 0);
+                        looped += 1;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
             if chain.is_empty() {
                 lock(progress)[i].sent(offset, 1);
-                let headers = msg.headers().map(|h| {
-                    h.iter()
-                        .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
-                            acc.insert(Header {
-                                key: hd.key,
-                                value: hd.value,
+                let headers = match &stamp {
+                    None => msg.headers().map(|h| {
+                        h.iter()
+                            .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
+                                acc.insert(Header {
+                                    key: hd.key,
+                                    value: hd.value,
+                                })
                             })
-                        })
-                });
+                    }),
+                    Some(stamp) => {
+                        let mut out = OwnedHeaders::new_with_capacity(
+                            msg.headers().map_or(0, |h| h.count()) + 1,
+                        );
+                        if let Some(h) = msg.headers() {
+                            for hd in h.iter().filter(|hd| hd.key != PROVENANCE_HEADER) {
+                                out = out.insert(Header {
+                                    key: hd.key,
+                                    value: hd.value,
+                                });
+                            }
+                        }
+                        Some(out.insert(Header {
+                            key: PROVENANCE_HEADER,
+                            value: Some(stamp.as_bytes()),
+                        }))
+                    }
+                };
                 let output = Output {
                     topic: &slot.remote,
                     partition: Some(slot.partition),
@@ -585,16 +705,20 @@ impl FlowRunner {
                             .headers()
                             .map(|h| {
                                 h.iter()
+                                    .filter(|h| stamp.is_none() || h.key != PROVENANCE_HEADER)
                                     .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
                                     .collect()
                             })
                             .unwrap_or_default(),
                     },
+                    stamp,
                 ));
             }
         }
-        if polled > 0 {
-            lock(&self.status).records_sent += polled;
+        if polled > 0 || looped > 0 {
+            let mut status = lock(&self.status);
+            status.records_sent += polled - looped;
+            status.records_looped += looped;
         }
         if !pending.is_empty() {
             self.process(clients, slots, progress, chain, pending)?;
@@ -610,16 +734,24 @@ impl FlowRunner {
         slots: &mut Slots,
         progress: &Arc<Mutex<Vec<PartitionProgress>>>,
         chain: &mut Chain,
-        pending: Vec<(usize, Item)>,
+        pending: Vec<(usize, Item, Option<String>)>,
     ) -> Result<()> {
-        let mut runs: Vec<(usize, Vec<Item>)> = Vec::new();
-        for (i, item) in pending {
-            match runs.iter_mut().find(|(s, _)| *s == i) {
-                Some((_, items)) => items.push(item),
-                None => runs.push((i, vec![item])),
+        let mut runs: Vec<(usize, Vec<Item>, HashMap<i64, String>)> = Vec::new();
+        for (i, item, stamp) in pending {
+            let run = match runs.iter_mut().position(|(s, _, _)| *s == i) {
+                Some(r) => &mut runs[r],
+                None => {
+                    runs.push((i, Vec::new(), HashMap::new()));
+                    let last = runs.len() - 1;
+                    &mut runs[last]
+                }
+            };
+            if let Some(stamp) = stamp {
+                run.2.insert(item.offset, stamp);
             }
+            run.1.push(item);
         }
-        for (i, items) in runs {
+        for (i, items, stamps) in runs {
             let (topic, partition, remote) = {
                 let s = &slots.slots[i];
                 (s.topic.clone(), s.partition, s.remote.clone())
@@ -651,10 +783,22 @@ impl FlowRunner {
                     self.ensure_output_topic(clients, &f.topic, source_partitions)?;
                 }
                 let primary = f.topic == remote && f.partition == partition;
+                let headers = match stamps.get(&f.offset) {
+                    Some(stamp) => {
+                        let kept: Vec<_> = f
+                            .headers
+                            .iter()
+                            .filter(|(k, _)| k != PROVENANCE_HEADER)
+                            .cloned()
+                            .collect();
+                        owned_headers(&kept, &[(PROVENANCE_HEADER, stamp.as_str())])
+                    }
+                    None => owned_headers(&f.headers, &[]),
+                };
                 send(
                     clients,
                     Box::new((i, f.offset, primary)),
-                    Output::of(f, Some(f.partition), owned_headers(&f.headers, &[])),
+                    Output::of(f, Some(f.partition), headers),
                 )?;
             }
             if !out.dead.is_empty() {
@@ -699,6 +843,7 @@ impl FlowRunner {
                 topic,
                 partitions,
                 self.flow.replication_factor,
+                &[],
             )
             .with_context(|| {
                 format!(
@@ -765,6 +910,209 @@ impl FlowRunner {
 }
 
 impl FlowRunner {
+    /// Names and creates the MM2 internal topics this flow writes: the offset-syncs topic (on the
+    /// source or the target) and `heartbeats` on the target (and on the source for the reverse
+    /// pair). A broker that refuses to create them only costs a warning.
+    fn internals(&self, clients: &Clients, policy: &mut ReplicationPolicy) -> Result<Internals> {
+        let name = self.flow.name();
+        let sync_topic = match self.flow.offset_syncs_location {
+            OffsetSyncsLocation::Source => policy.offset_syncs_topic(&self.target.alias),
+            OffsetSyncsLocation::Target => policy.offset_syncs_topic(&self.source.alias),
+        }
+        .with_context(|| format!("flow {name}: naming the offset-syncs topic"))?;
+        let heartbeats_topic = policy
+            .heartbeats_topic()
+            .with_context(|| format!("flow {name}: naming the heartbeats topic"))?;
+        let compact = [("cleanup.policy".to_string(), "compact".to_string())];
+        let rf = self.flow.internal_replication_factor;
+        let mut wanted: Vec<(&AdminClient<DefaultClientContext>, &str, &str)> = Vec::new();
+        if self.flow.emit_offset_syncs {
+            match self.flow.offset_syncs_location {
+                OffsetSyncsLocation::Source => {
+                    wanted.push((&clients.source_admin, &self.source.alias, &sync_topic))
+                }
+                OffsetSyncsLocation::Target => {
+                    wanted.push((&clients.admin, &self.target.alias, &sync_topic))
+                }
+            }
+        }
+        if self.flow.emit_heartbeats {
+            wanted.push((&clients.admin, &self.target.alias, &heartbeats_topic));
+            if self.reverse_heartbeats {
+                wanted.push((&clients.source_admin, &self.source.alias, &heartbeats_topic));
+            }
+        }
+        for (admin, cluster, topic) in wanted {
+            if let Err(e) = create_topic(admin, topic, 1, rf, &compact) {
+                warn!(flow = %name, "cannot create {topic} on {cluster}: {e:#}");
+            }
+        }
+        Ok(Internals {
+            writer: self
+                .flow
+                .emit_offset_syncs
+                .then(|| OffsetSyncWriter::new(self.flow.offset_lag_max)),
+            sync_topic,
+            heartbeats_topic,
+            next_heartbeat: Instant::now(),
+            next_config_sync: Instant::now() + self.flow.sync_topic_configs_interval,
+            config_sync_unsupported: false,
+        })
+    }
+
+    /// Writes due offset syncs (all delayed ones too when `flush`) and heartbeats.
+    fn emit_internals(
+        &self,
+        clients: &Clients,
+        slots: &Slots,
+        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        internals: &mut Internals,
+        flush: bool,
+    ) {
+        if let Some(writer) = internals.writer.as_mut() {
+            // A sync flagged for a partition replaces one still pending there, so pending syncs
+            // are collected after every update: a burst of acknowledgements must not collapse
+            // the syncs it needs into its last one.
+            let mut syncs = Vec::new();
+            {
+                let mut progress = lock(progress);
+                for (i, slot) in slots.slots.iter().enumerate() {
+                    for (up, down) in progress[i].take_completed() {
+                        writer.update(&slot.topic, slot.partition, up, down);
+                        syncs.extend(writer.take_pending());
+                    }
+                }
+            }
+            if flush {
+                writer.promote_delayed();
+                syncs.extend(writer.take_pending());
+            }
+            if !syncs.is_empty() {
+                let sent = syncs
+                    .iter()
+                    .filter(|sync| self.send_sync(clients, &internals.sync_topic, sync))
+                    .count();
+                lock(&self.status).offset_syncs += sent as u64;
+            }
+        }
+        if self.flow.emit_heartbeats && Instant::now() >= internals.next_heartbeat {
+            internals.next_heartbeat = Instant::now() + self.flow.heartbeat_interval;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            let forward = Heartbeat {
+                source_alias: self.source.alias.clone(),
+                target_alias: self.target.alias.clone(),
+                timestamp: now,
+            };
+            if let (Ok(key), Ok(value)) = (forward.key_bytes(), forward.value_bytes()) {
+                let record = BaseRecord::with_opaque_to(&internals.heartbeats_topic, Box::new((NO_SLOT, 0, false)))
+                    .partition(0)
+                    .key(&key)
+                    .payload(&value)
+                    .timestamp(now);
+                match clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
+                    Ok(()) => lock(&self.status).heartbeats += 1,
+                    Err((e, _)) => debug!(flow = %self.flow.name(), "heartbeat not sent: {e}"),
+                }
+            }
+            if self.reverse_heartbeats {
+                let reverse = Heartbeat {
+                    source_alias: self.target.alias.clone(),
+                    target_alias: self.source.alias.clone(),
+                    timestamp: now,
+                };
+                if let (Some(p), Ok(key), Ok(value)) =
+                    (&clients.source_producer, reverse.key_bytes(), reverse.value_bytes())
+                {
+                    let record = BaseRecord::to(&internals.heartbeats_topic)
+                        .partition(0)
+                        .key(&key)
+                        .payload(&value)
+                        .timestamp(now);
+                    if let Err((e, _)) = p.send::<Vec<u8>, Vec<u8>>(record) {
+                        debug!(flow = %self.flow.name(), "reverse heartbeat not sent: {e}");
+                    }
+                    p.poll(Duration::ZERO);
+                }
+            }
+        }
+    }
+
+    /// Writes one offset sync to partition 0 of the offset-syncs topic.
+    fn send_sync(&self, clients: &Clients, topic: &str, sync: &OffsetSync) -> bool {
+        let (Ok(key), Ok(value)) = (sync.key_bytes(), sync.value_bytes()) else {
+            warn!(flow = %self.flow.name(), "offset sync for {}[{}] cannot be encoded", sync.topic, sync.partition);
+            return false;
+        };
+        let result = match (self.flow.offset_syncs_location, &clients.source_producer) {
+            (OffsetSyncsLocation::Source, Some(p)) => {
+                let r = p
+                    .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
+                    .map_err(|(e, _)| e);
+                p.poll(Duration::ZERO);
+                r
+            }
+            _ => clients
+                .producer
+                .send(
+                    BaseRecord::with_opaque_to(topic, Box::new((NO_SLOT, 0, false)))
+                        .partition(0)
+                        .key(&key)
+                        .payload(&value),
+                )
+                .map_err(|(e, _)| e),
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                debug!(flow = %self.flow.name(), "offset sync for {}[{}] not sent: {e}", sync.topic, sync.partition);
+                false
+            }
+        }
+    }
+
+    /// The configs a new remote topic of `source_topic` is created with.
+    fn remote_topic_configs(&self, clients: &Clients, source_topic: &str) -> Vec<(String, String)> {
+        if !self.flow.sync_topic_configs {
+            return Vec::new();
+        }
+        match topic_configs::wanted(&self.flow, &clients.source_admin, source_topic) {
+            Ok(configs) => configs,
+            Err(e) => {
+                warn!(flow = %self.flow.name(), "cannot read the configs of {source_topic} on {}; creating its remote topic with the target's defaults: {e:#}", self.source.alias);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Re-applies the source topics' configs to their existing remote topics.
+    fn sync_configs(&self, clients: &Clients, plan: &TopicPlan, internals: &mut Internals) {
+        internals.next_config_sync = Instant::now() + self.flow.sync_topic_configs_interval;
+        if !self.flow.sync_topic_configs || internals.config_sync_unsupported {
+            return;
+        }
+        for route in &plan.routes {
+            let wanted = match topic_configs::wanted(&self.flow, &clients.source_admin, &route.source_topic) {
+                Ok(w) => w,
+                Err(e) => {
+                    debug!(flow = %self.flow.name(), "config sync: {e:#}");
+                    continue;
+                }
+            };
+            match topic_configs::resync(&self.flow, &clients.admin, &route.remote_topic, &wanted) {
+                Ok(true) => info!(flow = %self.flow.name(), "synced the configs of {} from {}", route.remote_topic, route.source_topic),
+                Ok(false) => {}
+                Err(e) if format!("{e:#}").contains("not supported") => {
+                    warn!(flow = %self.flow.name(), "{} cannot alter topic configs; remote topics keep the configs they were created with: {e:#}", self.target.alias);
+                    internals.config_sync_unsupported = true;
+                    return;
+                }
+                Err(e) => warn!(flow = %self.flow.name(), "config sync of {}: {e:#}", route.remote_topic),
+            }
+        }
+    }
+
     /// Whether a partition with no committed position is read from its beginning.
     fn starts_from_earliest(&self) -> bool {
         let reset = self.source.client_config(ClientRole::Consumer);
@@ -847,5 +1195,57 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
                 output.topic
             ),
         }
+    }
+}
+
+/// The provenance header value for a record mirrored from `source` to `target`: the clusters it
+/// already passed through plus `source`. `None` when it passed through `target` already (sending
+/// it there again would be a loop).
+pub fn provenance(
+    headers: Option<&rdkafka::message::BorrowedHeaders>,
+    source: &str,
+    target: &str,
+) -> Option<String> {
+    let previous = headers.and_then(|h| {
+        h.iter()
+            .filter(|hd| hd.key == PROVENANCE_HEADER)
+            .last()
+            .and_then(|hd| hd.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    });
+    stamp_after(previous.as_deref(), source, target)
+}
+
+/// [`provenance`] on the header's text.
+pub fn stamp_after(previous: Option<&str>, source: &str, target: &str) -> Option<String> {
+    match previous.filter(|p| !p.is_empty()) {
+        None => Some(source.to_string()),
+        Some(p) => {
+            if p.split(',').any(|c| c == target) {
+                None
+            } else if p.split(',').next_back() == Some(source) {
+                Some(p.to_string())
+            } else {
+                Some(format!("{p},{source}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod provenance_tests {
+    use super::stamp_after;
+
+    #[test]
+    fn stamps_and_detects_loops() {
+        assert_eq!(stamp_after(None, "a", "b").as_deref(), Some("a"));
+        assert_eq!(stamp_after(Some(""), "a", "b").as_deref(), Some("a"));
+        assert_eq!(stamp_after(Some("a"), "b", "c").as_deref(), Some("a,b"));
+        // a -> b -> a: back to where it came from
+        assert_eq!(stamp_after(Some("a"), "b", "a"), None);
+        assert_eq!(stamp_after(Some("a,b"), "c", "a"), None);
+        assert_eq!(stamp_after(Some("a,b"), "c", "b"), None);
+        // a cluster alias is matched whole, not as a prefix
+        assert_eq!(stamp_after(Some("ab"), "c", "a").as_deref(), Some("ab,c"));
     }
 }

@@ -2,10 +2,14 @@
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
 mod chain;
+mod checkpoint;
+pub mod groups;
 mod clients;
 mod flow;
+pub mod mm2;
 mod planner;
 mod progress;
+mod topic_configs;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,7 +23,8 @@ use refract_config::{Flow, OnError, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
-pub use flow::{progress_group, FlowRunner, FlowStatus, SharedStatus};
+pub use checkpoint::CheckpointRunner;
+pub use flow::{progress_group, provenance, FlowRunner, FlowStatus, SharedStatus, PROVENANCE_HEADER};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::PartitionProgress;
 
@@ -96,6 +101,8 @@ pub fn prepare(
 pub struct Mirror {
     stop: Arc<AtomicBool>,
     flows: Vec<(String, SharedStatus, JoinHandle<()>)>,
+    /// Checkpoint threads.
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Mirror {
@@ -107,11 +114,35 @@ impl Mirror {
         stop: Arc<AtomicBool>,
     ) -> Result<Self> {
         let mut flows = Vec::new();
+        let mut tasks = Vec::new();
         for p in prepared {
             let name = p.flow.name();
             let source = pipeline.clusters[&p.flow.source].clone();
             let target = pipeline.clusters[&p.flow.target].clone();
             let status: SharedStatus = Arc::new(Mutex::new(FlowStatus::default()));
+            // MM2 runs a heartbeat connector for every cluster pair; refract emits the reverse
+            // pair's heartbeats from this flow unless another flow runs in that direction.
+            let reverse = !pipeline
+                .flows
+                .iter()
+                .any(|f| f.source == p.flow.target && f.target == p.flow.source);
+            if p.flow.emit_checkpoints {
+                let checkpoints = CheckpointRunner::new(
+                    p.flow.clone(),
+                    source.clone(),
+                    target.clone(),
+                    p.policy.clone(),
+                    stop.clone(),
+                    status.clone(),
+                );
+                let thread_stop = stop.clone();
+                let thread_name = checkpoints.name();
+                let handle = std::thread::Builder::new()
+                    .name(thread_name.clone())
+                    .spawn(move || supervise(&thread_name, &checkpoints, &thread_stop))
+                    .with_context(|| format!("starting the checkpoints of flow {name}"))?;
+                tasks.push(handle);
+            }
             let runner = FlowRunner::new(
                 p.flow,
                 source,
@@ -120,7 +151,8 @@ impl Mirror {
                 p.processors,
                 stop.clone(),
                 status.clone(),
-            );
+            )
+            .with_reverse_heartbeats(reverse);
             let thread_stop = stop.clone();
             let thread_name = name.clone();
             let handle = std::thread::Builder::new()
@@ -130,7 +162,7 @@ impl Mirror {
             info!(flow = %name, "started");
             flows.push((name, status, handle));
         }
-        Ok(Self { stop, flows })
+        Ok(Self { stop, flows, tasks })
     }
 
     /// Each flow's name and status.
@@ -149,10 +181,37 @@ impl Mirror {
                 error!(flow = %name, "flow thread panicked");
             }
         }
+        for handle in self.tasks {
+            if handle.join().is_err() {
+                error!("checkpoint thread panicked");
+            }
+        }
     }
 }
 
-fn supervise(name: &str, runner: &FlowRunner, stop: &AtomicBool) {
+/// Something [`supervise`] restarts until it returns Ok.
+trait Task {
+    fn run(&self) -> Result<()>;
+    fn record_failure(&self, error: &anyhow::Error);
+}
+
+impl Task for FlowRunner {
+    fn run(&self) -> Result<()> {
+        FlowRunner::run(self)
+    }
+    fn record_failure(&self, error: &anyhow::Error) {
+        FlowRunner::record_failure(self, error)
+    }
+}
+
+impl Task for CheckpointRunner {
+    fn run(&self) -> Result<()> {
+        CheckpointRunner::run(self)
+    }
+    fn record_failure(&self, _error: &anyhow::Error) {}
+}
+
+fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
     let mut backoff = Duration::from_secs(1);
     loop {
         let started = Instant::now();

@@ -16,6 +16,10 @@ pub struct PartitionProgress {
     downstream_next: Option<i64>,
     /// A delivery that failed for good; the flow must stop before committing past it.
     failure: Option<String>,
+    /// Whether completed (source, target) offset pairs are kept for offset syncs.
+    track_pairs: bool,
+    /// (source offset, target offset) of records completed in order since the last take.
+    completed: Vec<(i64, i64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +30,20 @@ struct Pending {
 }
 
 impl PartitionProgress {
+    /// A progress that also keeps, in completion order, the (source offset, target offset) of
+    /// each completed record that went to its own remote partition (for MM2 offset syncs).
+    pub fn tracking_pairs() -> Self {
+        Self {
+            track_pairs: true,
+            ..Self::default()
+        }
+    }
+
+    /// The (source offset, target offset) pairs completed since the last call.
+    pub fn take_completed(&mut self) -> Vec<(i64, i64)> {
+        std::mem::take(&mut self.completed)
+    }
+
     /// Records that source record `offset` was handed to the producer as `outputs` records
     /// (0 when it was dropped: it then completes as soon as everything before it has).
     pub fn sent(&mut self, offset: i64, outputs: u32) {
@@ -59,6 +77,9 @@ impl PartitionProgress {
             self.acked_next = Some(p.offset + 1);
             if let Some(d) = p.downstream {
                 self.downstream_next = Some(d + 1);
+                if self.track_pairs {
+                    self.completed.push((p.offset, d));
+                }
             }
             self.inflight.pop_front();
         }
@@ -122,6 +143,28 @@ mod tests {
             assert_eq!(p.committable(), *want, "case {i}");
             assert_eq!(p.in_flight(), *inflight, "case {i}");
         }
+    }
+
+    #[test]
+    fn completed_pairs_come_out_in_source_order() {
+        let mut p = PartitionProgress::tracking_pairs();
+        for o in [3, 4, 5, 6] {
+            p.sent(o, 1);
+        }
+        p.sent(7, 0); // dropped by a processor: no pair, an upstream gap for offset syncs
+        p.sent(8, 1);
+        p.acked(4, Some(11));
+        assert!(p.take_completed().is_empty());
+        p.acked(3, Some(10));
+        p.acked(6, Some(13));
+        assert_eq!(p.take_completed(), vec![(3, 10), (4, 11)]);
+        p.acked(5, Some(12));
+        p.acked(8, Some(14));
+        assert_eq!(p.take_completed(), vec![(5, 12), (6, 13), (8, 14)]);
+        let mut untracked = PartitionProgress::default();
+        untracked.sent(0, 1);
+        untracked.acked(0, Some(0));
+        assert!(untracked.take_completed().is_empty());
     }
 
     #[test]

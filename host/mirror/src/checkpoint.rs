@@ -1,0 +1,512 @@
+//! The checkpoint side of a flow (MirrorMaker 2's MirrorCheckpointConnector): reads the
+//! offset-syncs topic into an [`OffsetSyncStore`], translates the committed offsets of the
+//! source's consumer groups into target offsets, writes MM2 checkpoints to
+//! `<source>.checkpoints.internal` on the target and, with `sync_group_offsets`, commits them to
+//! idle target groups.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tracing::{debug, info, warn};
+
+use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
+use refract_plugin::{PolicyPlugin, ReplicationPolicy};
+
+use crate::clients::{client_config, create_topic, list_topics, REQUEST_TIMEOUT};
+use crate::flow::{lock, SharedStatus};
+use crate::groups::{list_consumer_groups, GroupState};
+use crate::mm2::{is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore, Translation};
+
+/// Runs the checkpoint side of one flow until asked to stop.
+pub struct CheckpointRunner {
+    flow: Flow,
+    source: Cluster,
+    target: Cluster,
+    plugin: Arc<PolicyPlugin>,
+    stop: Arc<AtomicBool>,
+    status: SharedStatus,
+}
+
+struct Clients {
+    source_admin: AdminClient<DefaultClientContext>,
+    source_meta: BaseConsumer,
+    syncs: BaseConsumer,
+    target_admin: AdminClient<DefaultClientContext>,
+    target_meta: BaseConsumer,
+    producer: BaseProducer,
+}
+
+struct State {
+    policy: ReplicationPolicy,
+    syncs: OffsetSyncStore,
+    checkpoints: CheckpointStore,
+    checkpoints_topic: String,
+    groups: Vec<String>,
+    /// Target groups whose state could not be read (warned once).
+    unknown_state: HashSet<String>,
+}
+
+impl CheckpointRunner {
+    /// A runner for `flow`'s checkpoints, naming topics with `plugin`; counts go to `status`.
+    pub fn new(
+        flow: Flow,
+        source: Cluster,
+        target: Cluster,
+        plugin: Arc<PolicyPlugin>,
+        stop: Arc<AtomicBool>,
+        status: SharedStatus,
+    ) -> Self {
+        Self {
+            flow,
+            source,
+            target,
+            plugin,
+            stop,
+            status,
+        }
+    }
+
+    /// The thread name: `checkpoints A->B`.
+    pub fn name(&self) -> String {
+        format!("checkpoints {}", self.flow.name())
+    }
+
+    /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).
+    pub fn run(&self) -> Result<()> {
+        let name = self.flow.name();
+        let mut policy = ReplicationPolicy::new(self.plugin.clone());
+        let (syncs_cluster, syncs_topic) = match self.flow.offset_syncs_location {
+            OffsetSyncsLocation::Source => {
+                (&self.source, policy.offset_syncs_topic(&self.target.alias)?)
+            }
+            OffsetSyncsLocation::Target => {
+                (&self.target, policy.offset_syncs_topic(&self.source.alias)?)
+            }
+        };
+        let checkpoints_topic = policy.checkpoints_topic(&self.source.alias)?;
+        let clients = self.connect(syncs_cluster)?;
+        let compact = [("cleanup.policy".to_string(), "compact".to_string())];
+        for (admin, cluster, topic) in [
+            (&clients.target_admin, &self.target.alias, &checkpoints_topic),
+            (
+                if syncs_cluster.alias == self.source.alias {
+                    &clients.source_admin
+                } else {
+                    &clients.target_admin
+                },
+                &syncs_cluster.alias,
+                &syncs_topic,
+            ),
+        ] {
+            if let Err(e) = create_topic(admin, topic, 1, self.flow.internal_replication_factor, &compact) {
+                warn!(flow = %name, "cannot create {topic} on {cluster}: {e:#}");
+            }
+        }
+        let mut state = State {
+            policy,
+            syncs: OffsetSyncStore::new(),
+            checkpoints: self.load_checkpoints(&clients, &checkpoints_topic),
+            checkpoints_topic,
+            groups: Vec::new(),
+            unknown_state: HashSet::new(),
+        };
+        // Read every sync written so far before translating anything (MM2 does the same: until
+        // the initial read is done, translation would use a partial history).
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&syncs_topic, 0, Offset::Beginning)?;
+        clients.syncs.assign(&tpl).context("assigning the offset-syncs topic")?;
+        let end = clients
+            .syncs
+            .fetch_watermarks(&syncs_topic, 0, REQUEST_TIMEOUT)
+            .map(|(_, high)| high)
+            .unwrap_or(0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut read = 0u64;
+        while read_syncs(&clients.syncs, &mut state.syncs, &mut read) < end
+            && Instant::now() < deadline
+            && !self.stop.load(Ordering::Relaxed)
+        {}
+        debug!(flow = %name, "read {read} offset syncs from {syncs_topic} on {}", syncs_cluster.alias);
+
+        let mut next_groups = Instant::now();
+        let mut next_checkpoint = Instant::now() + self.flow.checkpoint_interval;
+        let mut next_group_sync = Instant::now() + self.flow.sync_group_offsets_interval;
+        while !self.stop.load(Ordering::Relaxed) {
+            read_syncs(&clients.syncs, &mut state.syncs, &mut read);
+            clients.producer.poll(Duration::ZERO);
+            let now = Instant::now();
+            if now >= next_groups {
+                next_groups = now + self.flow.refresh_groups_interval;
+                match self.source_groups(&clients) {
+                    Ok(groups) => {
+                        if groups != state.groups {
+                            info!(flow = %name, "checkpointing {} consumer group(s): {}", groups.len(), groups.join(", "));
+                        }
+                        state.groups = groups;
+                    }
+                    Err(e) => warn!(flow = %name, "listing consumer groups on {}: {e:#}", self.source.alias),
+                }
+            }
+            if now >= next_checkpoint {
+                next_checkpoint = now + self.flow.checkpoint_interval;
+                if let Err(e) = self.emit_checkpoints(&clients, &mut state) {
+                    warn!(flow = %name, "emitting checkpoints: {e:#}");
+                }
+            }
+            if self.flow.sync_group_offsets && now >= next_group_sync {
+                next_group_sync = now + self.flow.sync_group_offsets_interval;
+                if let Err(e) = self.sync_group_offsets(&clients, &mut state) {
+                    warn!(flow = %name, "syncing group offsets to {}: {e:#}", self.target.alias);
+                }
+            }
+        }
+        let _ = clients.producer.flush(Duration::from_secs(10));
+        Ok(())
+    }
+
+    fn connect(&self, syncs_cluster: &Cluster) -> Result<Clients> {
+        let id = format!("refract-{}-{}-checkpoints", self.flow.source, self.flow.target);
+        let what = |c: &str, role: &str| format!("flow {}: creating the {role} client for {c}", self.flow.name());
+        Ok(Clients {
+            source_admin: client_config(&self.source, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| what(&self.source.alias, "admin"))?,
+            source_meta: client_config(&self.source, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| what(&self.source.alias, "metadata"))?,
+            // librdkafka wants a group id even to assign; nothing is ever committed under it.
+            syncs: client_config(
+                syncs_cluster,
+                ClientRole::Consumer,
+                &id,
+                &[("fetch.wait.max.ms", "100")],
+                &[
+                    ("group.id", id.as_str()),
+                    ("enable.auto.commit", "false"),
+                    ("enable.partition.eof", "false"),
+                ],
+            )
+            .create()
+            .with_context(|| what(&syncs_cluster.alias, "offset-syncs reader"))?,
+            target_admin: client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| what(&self.target.alias, "admin"))?,
+            target_meta: client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| what(&self.target.alias, "metadata"))?,
+            producer: client_config(&self.target, ClientRole::Producer, &id, &[], &[("acks", "all")])
+                .create()
+                .with_context(|| what(&self.target.alias, "checkpoint producer"))?,
+        })
+    }
+
+    /// The latest checkpoint per group partition already on the target, so checkpoints stay
+    /// monotonic across restarts (MM2's CheckpointStore).
+    fn load_checkpoints(&self, clients: &Clients, topic: &str) -> CheckpointStore {
+        let mut store = CheckpointStore::default();
+        let Ok((low, high)) = clients.target_meta.fetch_watermarks(topic, 0, REQUEST_TIMEOUT) else {
+            return store;
+        };
+        if high <= low {
+            return store;
+        }
+        let reader: BaseConsumer = match client_config(
+            &self.target,
+            ClientRole::Consumer,
+            "refract-checkpoints-reader",
+            &[],
+            &[
+                ("group.id", "refract-checkpoints-reader"),
+                ("enable.auto.commit", "false"),
+            ],
+        )
+        .create()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(flow = %self.flow.name(), "cannot read {topic}: {e}");
+                return store;
+            }
+        };
+        let mut tpl = TopicPartitionList::new();
+        if tpl.add_partition_offset(topic, 0, Offset::Beginning).is_err() || reader.assign(&tpl).is_err() {
+            return store;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut next = low;
+        while next < high && Instant::now() < deadline {
+            if let Some(Ok(m)) = reader.poll(Duration::from_millis(100)) {
+                next = m.offset() + 1;
+                if let (Some(k), Some(v)) = (m.key(), m.payload()) {
+                    if let Ok(c) = Checkpoint::decode(k, v) {
+                        store.insert(c);
+                    }
+                }
+            }
+        }
+        store
+    }
+
+    /// Source groups that pass the flow's group filter. refract's own progress groups
+    /// (`refract-<source>-<target>`, on the source and on the target) are never checkpointed.
+    fn source_groups(&self, clients: &Clients) -> Result<Vec<String>> {
+        Ok(list_consumer_groups(&clients.source_admin, REQUEST_TIMEOUT)?
+            .into_iter()
+            .map(|g| g.id)
+            .filter(|g| self.flow.groups.should_replicate(g) && !g.starts_with("refract-"))
+            .collect())
+    }
+
+    /// The name a source topic has on the target for checkpoints (MM2's rule): a topic that came
+    /// from the target goes back to its original name (failback); any other gets the remote name.
+    fn checkpoint_topic(&self, policy: &mut ReplicationPolicy, topic: &str) -> Result<String> {
+        if policy.topic_source(topic)?.as_deref() == Some(self.target.alias.as_str()) {
+            return Ok(policy.original_topic(topic)?);
+        }
+        let remote = policy.format_remote_topics(&self.source.alias, &[topic.to_string()])?;
+        remote
+            .into_iter()
+            .next()
+            .context("the policy named no remote topic")
+    }
+
+    fn emit_checkpoints(&self, clients: &Clients, state: &mut State) -> Result<()> {
+        if state.groups.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partitions) in list_topics(&clients.source_meta)? {
+            if !self.flow.topics.should_replicate(&topic) {
+                continue;
+            }
+            for p in 0..partitions {
+                tpl.add_partition(&topic, p);
+            }
+        }
+        if tpl.count() == 0 {
+            return Ok(());
+        }
+        let mut emitted = 0u64;
+        for group in state.groups.clone() {
+            let committed = match group_offsets(&self.source, &group, &tpl) {
+                Ok(c) => c,
+                Err(e) => {
+                    debug!(flow = %self.flow.name(), "offsets of group {group}: {e:#}");
+                    continue;
+                }
+            };
+            for (topic, partition, upstream, metadata) in committed {
+                let translation = state.syncs.translate_downstream(&topic, partition, upstream);
+                let Translation::Offset(downstream) = translation else {
+                    debug!(flow = %self.flow.name(), "no checkpoint for {group} {topic}[{partition}] at {upstream}: {translation:?}");
+                    continue;
+                };
+                let renamed = self.checkpoint_topic(&mut state.policy, &topic)?;
+                if !is_more_recent(
+                    state.checkpoints.get(&group, &renamed, partition),
+                    upstream,
+                    downstream,
+                ) {
+                    continue;
+                }
+                let checkpoint = Checkpoint {
+                    group: group.clone(),
+                    topic: renamed,
+                    partition,
+                    upstream_offset: upstream,
+                    downstream_offset: downstream,
+                    metadata,
+                };
+                let key = checkpoint.key_bytes()?;
+                let value = checkpoint.value_bytes()?;
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                clients
+                    .producer
+                    .send(
+                        BaseRecord::to(&state.checkpoints_topic)
+                            .partition(0)
+                            .key(&key)
+                            .payload(&value)
+                            .timestamp(now),
+                    )
+                    .map_err(|(e, _)| anyhow::anyhow!("writing a checkpoint: {e}"))?;
+                debug!(flow = %self.flow.name(), "checkpoint {group} {}[{partition}] {upstream} -> {downstream}", checkpoint.topic);
+                state.checkpoints.insert(checkpoint);
+                emitted += 1;
+            }
+        }
+        clients
+            .producer
+            .flush(REQUEST_TIMEOUT)
+            .context("waiting for checkpoints to be acknowledged")?;
+        lock(&self.status).checkpoints += emitted;
+        Ok(())
+    }
+
+    /// Commits the latest checkpoints to target groups no consumer is using, never moving a
+    /// group backwards and never past the end of a target partition.
+    fn sync_group_offsets(&self, clients: &Clients, state: &mut State) -> Result<()> {
+        let listed: HashMap<String, GroupState> = list_consumer_groups(&clients.target_admin, REQUEST_TIMEOUT)?
+            .into_iter()
+            .map(|g| (g.id, g.state))
+            .collect();
+        let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
+        for c in state.checkpoints.all() {
+            if self.flow.groups.should_replicate(&c.group) {
+                by_group.entry(c.group.clone()).or_default().push(c.clone());
+            }
+        }
+        let mut synced = 0u64;
+        for (group, checkpoints) in by_group {
+            let state_now = match listed.get(&group) {
+                None => GroupState::Dead,
+                Some(GroupState::Unknown) => match describe_group_state(&clients.target_meta, &group) {
+                    Some(s) => s,
+                    None => {
+                        if state.unknown_state.insert(group.clone()) {
+                            warn!(flow = %self.flow.name(), "cannot tell whether consumer group {group} is in use on {} (the broker does not describe groups); not syncing its offsets", self.target.alias);
+                        }
+                        continue;
+                    }
+                },
+                Some(s) => *s,
+            };
+            if state_now.is_active() {
+                debug!(flow = %self.flow.name(), "group {group} is active on {}; leaving its offsets alone", self.target.alias);
+                continue;
+            }
+            let consumer: BaseConsumer = client_config(
+                &self.target,
+                ClientRole::Consumer,
+                "refract-group-sync",
+                &[],
+                &[("group.id", group.as_str()), ("enable.auto.commit", "false")],
+            )
+            .create()
+            .with_context(|| format!("creating a client for group {group} on {}", self.target.alias))?;
+            let mut asked = TopicPartitionList::new();
+            for c in &checkpoints {
+                asked.add_partition(&c.topic, c.partition);
+            }
+            let current = consumer
+                .committed_offsets(asked, REQUEST_TIMEOUT)
+                .with_context(|| format!("reading the offsets of group {group} on {}", self.target.alias))?;
+            let mut commit = TopicPartitionList::new();
+            for c in &checkpoints {
+                let Ok((_, end)) = clients.target_meta.fetch_watermarks(&c.topic, c.partition, REQUEST_TIMEOUT) else {
+                    continue;
+                };
+                let offset = c.downstream_offset.min(end);
+                let have = current
+                    .find_partition(&c.topic, c.partition)
+                    .and_then(|e| match e.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    });
+                if have.is_some_and(|h| h >= offset) {
+                    continue;
+                }
+                commit.add_partition_offset(&c.topic, c.partition, Offset::Offset(offset))?;
+                if let Some(mut e) = commit.find_partition(&c.topic, c.partition) {
+                    e.set_metadata(c.metadata.clone());
+                }
+            }
+            if commit.count() == 0 {
+                continue;
+            }
+            consumer
+                .commit(&commit, CommitMode::Sync)
+                .with_context(|| format!("committing offsets of group {group} on {}", self.target.alias))?;
+            info!(flow = %self.flow.name(), "synced {} offset(s) of group {group} to {}", commit.count(), self.target.alias);
+            synced += commit.count() as u64;
+        }
+        lock(&self.status).group_offsets_synced += synced;
+        Ok(())
+    }
+}
+
+/// Reads what is available on the offset-syncs topic into the store; returns the next offset.
+fn read_syncs(reader: &BaseConsumer, store: &mut OffsetSyncStore, next: &mut u64) -> i64 {
+    let mut timeout = Duration::from_millis(100);
+    let mut position = -1;
+    while let Some(result) = reader.poll(timeout) {
+        timeout = Duration::ZERO;
+        let Ok(m) = result else { break };
+        position = m.offset() + 1;
+        if let (Some(k), Some(v)) = (m.key(), m.payload()) {
+            match OffsetSync::decode(k, v) {
+                Ok(sync) => {
+                    store.insert(&sync);
+                    *next += 1;
+                }
+                Err(e) => debug!("skipping an offset sync that does not decode: {e}"),
+            }
+        }
+    }
+    if position < 0 {
+        position = reader
+            .position()
+            .ok()
+            .and_then(|p| p.elements().first().map(|e| e.offset()))
+            .and_then(|o| match o {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .unwrap_or(0);
+    }
+    position
+}
+
+/// A source group's committed offsets on `tpl`: (topic, partition, offset, metadata).
+fn group_offsets(
+    cluster: &Cluster,
+    group: &str,
+    tpl: &TopicPartitionList,
+) -> Result<Vec<(String, i32, i64, String)>> {
+    let consumer: BaseConsumer = client_config(
+        cluster,
+        ClientRole::Consumer,
+        "refract-checkpoints",
+        &[],
+        &[("group.id", group), ("enable.auto.commit", "false")],
+    )
+    .create()?;
+    let committed = consumer.committed_offsets(tpl.clone(), REQUEST_TIMEOUT)?;
+    Ok(committed
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((
+                e.topic().to_string(),
+                e.partition(),
+                o,
+                e.metadata().to_string(),
+            )),
+            _ => None,
+        })
+        .collect())
+}
+
+/// A group's state through DescribeGroups, for brokers whose ListGroups does not report it.
+fn describe_group_state(client: &BaseConsumer, group: &str) -> Option<GroupState> {
+    let list = client.fetch_group_list(Some(group), REQUEST_TIMEOUT).ok()?;
+    let g = list.groups().iter().find(|g| g.name() == group)?;
+    Some(match g.state() {
+        "Stable" => GroupState::Stable,
+        "PreparingRebalance" => GroupState::PreparingRebalance,
+        "CompletingRebalance" | "AwaitingSync" => GroupState::CompletingRebalance,
+        "Empty" => GroupState::Empty,
+        "Dead" => GroupState::Dead,
+        _ => return None,
+    })
+}

@@ -1,0 +1,413 @@
+//! When the source side emits an offset sync: MM2's `OffsetSyncWriter` rules.
+//!
+//! Every acknowledged record gives an upstream→downstream offset pair. Sending all of them would
+//! double the write load, so MM2 sends a pair only when the checkpoint side could not otherwise
+//! translate accurately, and keeps the newest unsent pair of each partition as a *delayed* sync
+//! that goes out on the next periodic flush, so partitions that go idle still converge to their
+//! end (KAFKA-15906).
+//!
+//! Translation (see [`super::sync_store`]) maps a group offset past a sync to the sync's
+//! downstream offset + 1, never further, because records after the sync may have been dropped.
+//! `offset_lag_max` therefore bounds how many downstream records a failed-over consumer re-reads.
+
+use std::collections::HashMap;
+
+use super::wire::OffsetSync;
+
+/// Decides, per source partition, which offset pairs become offset-sync records.
+///
+/// One writer serves one source task's lifetime: the first record of each partition always
+/// flags a sync, so a restarted task must start with a new writer. How syncs are sent (MM2 caps
+/// them at 10 in flight) is the caller's business: a sync left pending is simply replaced by a
+/// newer one for the same partition.
+#[derive(Debug)]
+pub struct OffsetSyncWriter {
+    offset_lag_max: i64,
+    partitions: HashMap<String, HashMap<i32, PartitionState>>,
+    /// Partitions with a pending sync, in the order they got one since the last take.
+    pending_order: Vec<(String, i32)>,
+    /// Partitions that got a delayed sync since the last promotion (some may have lost it since
+    /// to a flagged one); each listed once.
+    delayed_order: Vec<(String, i32)>,
+}
+
+/// What the writer remembers about one source partition.
+#[derive(Debug, Default)]
+struct PartitionState {
+    previous_upstream: i64,
+    previous_downstream: i64,
+    /// Downstream offset of the last flagged sync; `None` until this partition's first record.
+    last_sync_downstream: Option<i64>,
+    /// Flagged (or promoted) sync waiting for [`OffsetSyncWriter::take_pending`].
+    pending: Option<(i64, i64)>,
+    /// Newest unflagged pair, waiting for [`OffsetSyncWriter::promote_delayed`].
+    delayed: Option<(i64, i64)>,
+    /// Whether this partition is in `delayed_order`.
+    delayed_listed: bool,
+}
+
+impl PartitionState {
+    /// Whether the pair must be synced now rather than waiting for the next flush.
+    fn flags(&self, upstream: i64, downstream: i64, offset_lag_max: i64) -> bool {
+        let Some(last_sync) = self.last_sync_downstream else {
+            // First record of this partition in this writer's lifetime.
+            return true;
+        };
+        // A group just past the last sync translates to last_sync + 1; this many records would
+        // be re-read after a fail-over.
+        let stale = downstream.saturating_sub(last_sync.saturating_add(1)) >= offset_lag_max;
+        // Upstream records skipped (compaction, transaction markers, filtering) or rewound:
+        // translating across the gap by counting would be wrong.
+        let upstream_gap = upstream.wrapping_sub(self.previous_upstream) != 1;
+        // The target partition was truncated or recreated.
+        let downstream_rewound = downstream < self.previous_downstream;
+        stale || upstream_gap || downstream_rewound
+    }
+}
+
+impl OffsetSyncWriter {
+    /// A writer that flags a sync at least every `offset_lag_max` downstream records per
+    /// partition (MM2's `offset.lag.max`, default 100); 0 flags every record.
+    pub fn new(offset_lag_max: i64) -> Self {
+        Self {
+            offset_lag_max,
+            partitions: HashMap::new(),
+            pending_order: Vec::new(),
+            delayed_order: Vec::new(),
+        }
+    }
+
+    /// The `offset_lag_max` this writer was made with.
+    pub fn offset_lag_max(&self) -> i64 {
+        self.offset_lag_max
+    }
+
+    /// Records that the source record at `upstream` in `topic`/`partition` was acknowledged by
+    /// the target at offset `downstream`. Call it in acknowledgement order per partition, only
+    /// for records written to the same-numbered partition of the remote topic.
+    ///
+    /// A flagged pair becomes the partition's pending sync (replacing an older pending one and
+    /// dropping its delayed one); any other pair becomes its delayed sync. Negative offsets (an
+    /// acknowledgement that carried no offset) are ignored, as MM2 does.
+    pub fn update(&mut self, topic: &str, partition: i32, upstream: i64, downstream: i64) {
+        if upstream < 0 || downstream < 0 {
+            return;
+        }
+        let partitions = match self.partitions.get_mut(topic) {
+            Some(partitions) => partitions,
+            None => self.partitions.entry(topic.to_owned()).or_default(),
+        };
+        let state = partitions.entry(partition).or_default();
+        let flagged = state.flags(upstream, downstream, self.offset_lag_max);
+        state.previous_upstream = upstream;
+        state.previous_downstream = downstream;
+        if flagged {
+            state.last_sync_downstream = Some(downstream);
+            state.delayed = None;
+            if state.pending.replace((upstream, downstream)).is_none() {
+                self.pending_order.push((topic.to_owned(), partition));
+            }
+        } else {
+            state.delayed = Some((upstream, downstream));
+            if !state.delayed_listed {
+                state.delayed_listed = true;
+                self.delayed_order.push((topic.to_owned(), partition));
+            }
+        }
+    }
+
+    /// The syncs to send now, at most one per partition, in the order their partitions got a
+    /// pending sync; they are no longer pending afterwards.
+    pub fn take_pending(&mut self) -> Vec<OffsetSync> {
+        let order = std::mem::take(&mut self.pending_order);
+        let mut syncs = Vec::with_capacity(order.len());
+        for (topic, partition) in order {
+            let pending = self
+                .partitions
+                .get_mut(&topic)
+                .and_then(|partitions| partitions.get_mut(&partition))
+                .and_then(|state| state.pending.take());
+            if let Some((upstream_offset, downstream_offset)) = pending {
+                syncs.push(OffsetSync {
+                    topic,
+                    partition,
+                    upstream_offset,
+                    downstream_offset,
+                });
+            }
+        }
+        syncs
+    }
+
+    /// Makes every partition's delayed sync pending (replacing an older pending one). Call it on
+    /// each periodic flush (MM2 does on every `commit()`, i.e. `offset.flush.interval.ms`) so a
+    /// partition that stops receiving records still gets a sync for its last record.
+    pub fn promote_delayed(&mut self) {
+        for (topic, partition) in std::mem::take(&mut self.delayed_order) {
+            let Some(state) = self
+                .partitions
+                .get_mut(&topic)
+                .and_then(|partitions| partitions.get_mut(&partition))
+            else {
+                continue;
+            };
+            state.delayed_listed = false;
+            if let Some(delayed) = state.delayed.take() {
+                if state.pending.replace(delayed).is_none() {
+                    self.pending_order.push((topic, partition));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sync(topic: &str, partition: i32, up: i64, down: i64) -> OffsetSync {
+        OffsetSync {
+            topic: topic.into(),
+            partition,
+            upstream_offset: up,
+            downstream_offset: down,
+        }
+    }
+
+    /// Feeds `(upstream, downstream, flagged)` steps to one partition and checks after each that
+    /// exactly the flagged ones came out of `take_pending`.
+    fn assert_flags(offset_lag_max: i64, steps: &[(i64, i64, bool)]) {
+        let mut w = OffsetSyncWriter::new(offset_lag_max);
+        for &(up, down, flagged) in steps {
+            w.update("t", 0, up, down);
+            let expected = if flagged {
+                vec![sync("t", 0, up, down)]
+            } else {
+                vec![]
+            };
+            assert_eq!(
+                w.take_pending(),
+                expected,
+                "lag {offset_lag_max}: ({up}, {down})"
+            );
+        }
+    }
+
+    #[test]
+    fn mm2_offset_sync_example() {
+        // MirrorSourceTaskTest.testOffsetSync, offset.lag.max = 50.
+        assert_flags(
+            50,
+            &[
+                (0, 100, true),  // first record
+                (2, 102, true),  // upstream skipped an offset
+                (3, 152, false), // 152 - (102 + 1) = 49 < 50
+                (4, 153, true),  // 153 - 103 = 50: one past the lag bound
+                (5, 154, false),
+                (6, 203, false), // 203 - 154 = 49
+                (7, 204, true),  // 50
+                (2, 206, true),  // upstream reset
+                (3, 207, false),
+                (4, 3, true), // downstream reset
+                (5, 4, false),
+                (7, 6, true), // upstream gap
+                (7, 6, true), // upstream did not advance
+                // MM2's PartitionState test flags this one too, but only because that test does
+                // not call reset() in between; OffsetSyncWriter always does, so it is not a sync.
+                (8, 7, false),
+                (10, 57, true),
+                (11, 58, false),
+            ],
+        );
+    }
+
+    #[test]
+    fn zero_lag_syncs_every_record() {
+        // MirrorSourceTaskTest.testZeroOffsetSync.
+        let steps = [
+            (0, 100),
+            (2, 102),
+            (3, 153),
+            (4, 154),
+            (5, 155),
+            (6, 207),
+            (2, 208),
+            (3, 209),
+            (4, 3),
+            (5, 4),
+            (7, 6),
+            (7, 6),
+            (8, 7),
+            (10, 57),
+            (11, 58),
+        ];
+        let steps: Vec<_> = steps.iter().map(|&(u, d)| (u, d, true)).collect();
+        assert_flags(0, &steps);
+    }
+
+    #[test]
+    fn lag_bound_is_counted_from_one_past_the_last_sync() {
+        assert_flags(
+            3,
+            &[
+                (0, 0, true),
+                (1, 1, false),
+                (2, 2, false),
+                (3, 3, false), // 3 - (0 + 1) = 2
+                (4, 4, true),  // 3
+                (5, 5, false),
+                (6, 6, false),
+                (7, 7, false),
+                (8, 8, true),
+            ],
+        );
+        assert_flags(
+            1,
+            &[(0, 0, true), (1, 1, false), (2, 2, true), (3, 3, false)],
+        );
+    }
+
+    #[test]
+    fn downstream_rewind_flags_a_sync() {
+        assert_flags(
+            100,
+            &[(0, 100, true), (1, 101, false), (2, 5, true), (3, 6, false)],
+        );
+    }
+
+    #[test]
+    fn first_sync_is_pending_and_the_next_delayed() {
+        // OffsetSyncWriterTest.testMaybeQueueOffsetSyncs, offset.lag.max = 2.
+        let mut w = OffsetSyncWriter::new(2);
+        w.update("topic", 0, 0, 1);
+        w.update("topic", 0, 1, 2);
+        assert_eq!(w.take_pending(), vec![sync("topic", 0, 0, 1)]);
+        assert_eq!(w.take_pending(), vec![]);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![sync("topic", 0, 1, 2)]);
+    }
+
+    #[test]
+    fn promotion_replaces_an_unsent_pending_sync() {
+        // OffsetSyncWriterTest.testPromoteDelayedOffsetSyncs, offset.lag.max = 50.
+        let mut w = OffsetSyncWriter::new(50);
+        w.update("topic", 0, 0, 100);
+        w.update("topic", 0, 1, 101);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![sync("topic", 0, 1, 101)]);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![]);
+    }
+
+    #[test]
+    fn flagged_sync_replaces_pending_and_drops_delayed() {
+        let mut w = OffsetSyncWriter::new(10);
+        w.update("t", 0, 0, 0); // flagged
+        w.update("t", 0, 1, 1); // delayed
+        w.update("t", 0, 3, 2); // gap: flagged, replaces (0, 0), drops (1, 1)
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 3, 2)]);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![]);
+    }
+
+    #[test]
+    fn idle_partition_converges_to_its_last_record() {
+        let mut w = OffsetSyncWriter::new(100);
+        for i in 0..10 {
+            w.update("t", 0, i, 1000 + i);
+        }
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 0, 1000)]);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 9, 1009)]);
+        // Nothing new arrived: nothing more to send.
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![]);
+        // The promoted sync does not reset the lag bound, which counts from the last flagged one.
+        for i in 10..=101 {
+            w.update("t", 0, i, 1000 + i);
+        }
+        // 1101 - (1000 + 1) = 100
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 101, 1101)]);
+    }
+
+    #[test]
+    fn partitions_are_independent() {
+        let mut w = OffsetSyncWriter::new(5);
+        w.update("a", 0, 10, 20);
+        w.update("a", 1, 10, 30);
+        w.update("b", 0, 0, 0);
+        assert_eq!(
+            w.take_pending(),
+            vec![
+                sync("a", 0, 10, 20),
+                sync("a", 1, 10, 30),
+                sync("b", 0, 0, 0)
+            ]
+        );
+        // Consecutive on every partition: only delayed.
+        w.update("a", 1, 11, 31);
+        w.update("a", 0, 11, 21);
+        w.update("b", 0, 1, 1);
+        assert_eq!(w.take_pending(), vec![]);
+        // A gap on "a"/0 only flags "a"/0.
+        w.update("a", 0, 13, 22);
+        w.update("a", 1, 12, 32);
+        assert_eq!(w.take_pending(), vec![sync("a", 0, 13, 22)]);
+        // The same offsets on another topic and another partition number are separate state.
+        w.update("b", 1, 0, 0);
+        assert_eq!(w.take_pending(), vec![sync("b", 1, 0, 0)]);
+        // Promotion brings each partition's newest delayed pair, in first-delayed order.
+        w.promote_delayed();
+        assert_eq!(
+            w.take_pending(),
+            vec![sync("a", 1, 12, 32), sync("b", 0, 1, 1)]
+        );
+    }
+
+    #[test]
+    fn pending_order_is_first_pending_order() {
+        let mut w = OffsetSyncWriter::new(0);
+        w.update("x", 2, 0, 0);
+        w.update("x", 1, 0, 0);
+        w.update("x", 2, 1, 1); // replaces x/2's pending sync in place
+        assert_eq!(
+            w.take_pending(),
+            vec![sync("x", 2, 1, 1), sync("x", 1, 0, 0)]
+        );
+    }
+
+    #[test]
+    fn negative_offsets_are_ignored() {
+        let mut w = OffsetSyncWriter::new(10);
+        w.update("t", 0, 5, -1);
+        w.update("t", 0, -1, 5);
+        assert_eq!(w.take_pending(), vec![]);
+        // The partition's first real record is still its first.
+        w.update("t", 0, 6, 6);
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 6, 6)]);
+    }
+
+    #[test]
+    fn bookkeeping_stays_bounded_between_flushes() {
+        // Alternating flagged and delayed pairs must not list the partition again and again.
+        let mut w = OffsetSyncWriter::new(1);
+        for i in 0..1000 {
+            w.update("t", 0, i, i);
+        }
+        assert_eq!(w.delayed_order.len(), 1);
+        assert_eq!(w.pending_order.len(), 1);
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 998, 998)]);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 999, 999)]);
+        assert!(w.delayed_order.is_empty() && w.pending_order.is_empty());
+    }
+
+    #[test]
+    fn empty_writer_has_nothing_to_send() {
+        let mut w = OffsetSyncWriter::new(100);
+        assert_eq!(w.offset_lag_max(), 100);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![]);
+    }
+}
