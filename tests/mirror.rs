@@ -32,9 +32,17 @@ fn mirror_and_compare(policy: &str, topics: &[&str], remote: impl Fn(&str) -> St
         assert_eq!(b.topics()[&r], 4, "{r} has the source's partition count");
         let raw = b.read_all_raw(&r);
         for rec in raw.iter().flatten() {
-            let stamps: Vec<_> = rec.headers.iter().filter(|(k, _)| k == PROVENANCE).collect();
+            let stamps: Vec<_> = rec
+                .headers
+                .iter()
+                .filter(|(k, _)| k == PROVENANCE)
+                .collect();
             assert_eq!(stamps.len(), 1, "{r}: one provenance header per record");
-            assert_eq!(stamps[0].1.as_deref(), Some(&b"a"[..]), "{r}: provenance names the source");
+            assert_eq!(
+                stamps[0].1.as_deref(),
+                Some(&b"a"[..]),
+                "{r}: provenance names the source"
+            );
         }
         let got = b.read_all(&r);
         let want = by_partition(records, 4);

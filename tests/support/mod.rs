@@ -170,9 +170,10 @@ impl Broker {
             .set("bootstrap.servers", &self.bootstrap)
             .create()
             .expect("admin");
-        let res = futures_executor::block_on(
-            admin.describe_configs([&rdkafka::admin::ResourceSpecifier::Topic(name)], &AdminOptions::new()),
-        )
+        let res = futures_executor::block_on(admin.describe_configs(
+            [&rdkafka::admin::ResourceSpecifier::Topic(name)],
+            &AdminOptions::new(),
+        ))
         .expect("describe configs");
         res.into_iter()
             .flat_map(|r| r.expect("describe").entries)

@@ -66,14 +66,23 @@ fn cluster<'a>(pipeline: &'a Pipeline, alias: &str) -> Result<&'a Cluster> {
         format!(
             "{}: no cluster `{alias}` (defined: {})",
             pipeline.file.display(),
-            pipeline.clusters.keys().cloned().collect::<Vec<_>>().join(", ")
+            pipeline
+                .clusters
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     })
 }
 
 /// The replication policy that names topics arriving on `target` (a flow into it, or the
 /// built-in default when none).
-fn policy_for(pipeline: &Pipeline, source: Option<&str>, target: &str) -> Result<ReplicationPolicy> {
+fn policy_for(
+    pipeline: &Pipeline,
+    source: Option<&str>,
+    target: &str,
+) -> Result<ReplicationPolicy> {
     let spec = pipeline
         .flows
         .iter()
@@ -85,8 +94,11 @@ fn policy_for(pipeline: &Pipeline, source: Option<&str>, target: &str) -> Result
     Ok(ReplicationPolicy::new(plugin))
 }
 
-/// Every record of partition 0 of `topic`, as (key, value, timestamp).
-fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<(Vec<u8>, Vec<u8>, i64)>> {
+/// A record's key and value bytes.
+type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Every record with a key and a value in partition 0 of `topic`.
+fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>> {
     let (low, high) = match consumer.fetch_watermarks(topic, 0, TIMEOUT) {
         Ok(w) => w,
         Err(_) => return Ok(Vec::new()),
@@ -108,7 +120,7 @@ fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<(Vec<u8>, Vec<u8
             Some(Ok(m)) => {
                 next = m.offset() + 1;
                 if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    out.push((k.to_vec(), v.to_vec(), m.timestamp().to_millis().unwrap_or(0)));
+                    out.push((k.to_vec(), v.to_vec()));
                 }
             }
             Some(Err(e)) => bail!("reading {topic}: {e}"),
@@ -129,7 +141,7 @@ impl Translate {
         let records = read_all(&consumer, &topic)?;
         let checkpoints = records
             .iter()
-            .filter_map(|(k, v, _)| Checkpoint::decode(k, v).ok());
+            .filter_map(|(k, v)| Checkpoint::decode(k, v).ok());
         let latest = latest_for_group(checkpoints, &self.group);
         if latest.is_empty() {
             bail!(
@@ -137,7 +149,10 @@ impl Translate {
                 self.group, self.to, self.from, self.to
             );
         }
-        println!("# group {} on {}: offsets to resume from (translated from {})", self.group, self.to, self.from);
+        println!(
+            "# group {} on {}: offsets to resume from (translated from {})",
+            self.group, self.to, self.from
+        );
         println!("{:<40} {:>9} {:>12}", "TOPIC", "PARTITION", "OFFSET");
         for ((topic, partition), c) in &latest {
             println!("{topic:<40} {partition:>9} {:>12}", c.downstream_offset);
@@ -171,7 +186,11 @@ impl Topology {
                 }
             };
             let mut upstream: BTreeMap<String, Upstream> = BTreeMap::new();
-            let mut topics: Vec<String> = metadata.topics().iter().map(|t| t.name().to_string()).collect();
+            let mut topics: Vec<String> = metadata
+                .topics()
+                .iter()
+                .map(|t| t.name().to_string())
+                .collect();
             topics.sort();
             for topic in topics {
                 if !policy.is_heartbeats_topic(&topic)? {
@@ -210,10 +229,18 @@ impl Topology {
             }
             println!("{alias}:");
             for (source, u) in upstream {
-                let age = u.last_heartbeat_ms.map_or("no heartbeat yet".to_string(), |t| {
-                    format!("last heartbeat {:.1} s ago", (now - t).max(0) as f64 / 1000.0)
-                });
-                println!("  upstream {source:<16} hops {}  via {}  {age}", u.hops, u.via);
+                let age = u
+                    .last_heartbeat_ms
+                    .map_or("no heartbeat yet".to_string(), |t| {
+                        format!(
+                            "last heartbeat {:.1} s ago",
+                            (now - t).max(0) as f64 / 1000.0
+                        )
+                    });
+                println!(
+                    "  upstream {source:<16} hops {}  via {}  {age}",
+                    u.hops, u.via
+                );
             }
         }
         Ok(())
@@ -227,7 +254,8 @@ fn read_last_heartbeat(consumer: &BaseConsumer, topic: &str) -> Option<i64> {
         return None;
     }
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Offset(high - 1)).ok()?;
+    tpl.add_partition_offset(topic, 0, Offset::Offset(high - 1))
+        .ok()?;
     consumer.assign(&tpl).ok()?;
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while std::time::Instant::now() < deadline {

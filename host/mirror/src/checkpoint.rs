@@ -23,7 +23,9 @@ use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 use crate::clients::{client_config, create_topic, list_topics, REQUEST_TIMEOUT};
 use crate::flow::{lock, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
-use crate::mm2::{is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore, Translation};
+use crate::mm2::{
+    is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore, Translation,
+};
 
 /// Runs the checkpoint side of one flow until asked to stop.
 pub struct CheckpointRunner {
@@ -52,6 +54,20 @@ struct State {
     groups: Vec<String>,
     /// Target groups whose state could not be read (warned once).
     unknown_state: HashSet<String>,
+    /// One client per group and cluster, kept for the run: closing a client that has a group id
+    /// waits on the group coordinator, which can take long; see [`drop_in_background`].
+    group_clients: HashMap<(bool, String), BaseConsumer>,
+}
+
+/// Drops clients on a thread of their own: closing a consumer with a group id waits for the
+/// group coordinator and must not hold up a flow or shutdown.
+fn drop_in_background(clients: Vec<BaseConsumer>) {
+    if clients.is_empty() {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("close group clients".into())
+        .spawn(move || drop(clients));
 }
 
 impl CheckpointRunner {
@@ -95,7 +111,11 @@ impl CheckpointRunner {
         let clients = self.connect(syncs_cluster)?;
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
         for (admin, cluster, topic) in [
-            (&clients.target_admin, &self.target.alias, &checkpoints_topic),
+            (
+                &clients.target_admin,
+                &self.target.alias,
+                &checkpoints_topic,
+            ),
             (
                 if syncs_cluster.alias == self.source.alias {
                     &clients.source_admin
@@ -106,7 +126,13 @@ impl CheckpointRunner {
                 &syncs_topic,
             ),
         ] {
-            if let Err(e) = create_topic(admin, topic, 1, self.flow.internal_replication_factor, &compact) {
+            if let Err(e) = create_topic(
+                admin,
+                topic,
+                1,
+                self.flow.internal_replication_factor,
+                &compact,
+            ) {
                 warn!(flow = %name, "cannot create {topic} on {cluster}: {e:#}");
             }
         }
@@ -117,12 +143,16 @@ impl CheckpointRunner {
             checkpoints_topic,
             groups: Vec::new(),
             unknown_state: HashSet::new(),
+            group_clients: HashMap::new(),
         };
         // Read every sync written so far before translating anything (MM2 does the same: until
         // the initial read is done, translation would use a partial history).
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&syncs_topic, 0, Offset::Beginning)?;
-        clients.syncs.assign(&tpl).context("assigning the offset-syncs topic")?;
+        clients
+            .syncs
+            .assign(&tpl)
+            .context("assigning the offset-syncs topic")?;
         let end = clients
             .syncs
             .fetch_watermarks(&syncs_topic, 0, REQUEST_TIMEOUT)
@@ -149,10 +179,23 @@ impl CheckpointRunner {
                     Ok(groups) => {
                         if groups != state.groups {
                             info!(flow = %name, "checkpointing {} consumer group(s): {}", groups.len(), groups.join(", "));
+                            let gone: Vec<(bool, String)> = state
+                                .group_clients
+                                .keys()
+                                .filter(|(_, g)| !groups.contains(g))
+                                .cloned()
+                                .collect();
+                            drop_in_background(
+                                gone.iter()
+                                    .filter_map(|k| state.group_clients.remove(k))
+                                    .collect(),
+                            );
                         }
                         state.groups = groups;
                     }
-                    Err(e) => warn!(flow = %name, "listing consumer groups on {}: {e:#}", self.source.alias),
+                    Err(e) => {
+                        warn!(flow = %name, "listing consumer groups on {}: {e:#}", self.source.alias)
+                    }
                 }
             }
             if now >= next_checkpoint {
@@ -169,12 +212,52 @@ impl CheckpointRunner {
             }
         }
         let _ = clients.producer.flush(Duration::from_secs(10));
+        drop_in_background(state.group_clients.into_values().collect());
         Ok(())
     }
 
+    /// The cached client for `group` on the source (`on_target` false) or the target.
+    fn group_client<'s>(
+        &self,
+        state: &'s mut State,
+        on_target: bool,
+        group: &str,
+    ) -> Result<&'s BaseConsumer> {
+        let key = (on_target, group.to_string());
+        if !state.group_clients.contains_key(&key) {
+            let cluster = if on_target {
+                &self.target
+            } else {
+                &self.source
+            };
+            let consumer: BaseConsumer = client_config(
+                cluster,
+                ClientRole::Consumer,
+                &format!("refract-{}-{}-groups", self.flow.source, self.flow.target),
+                &[],
+                &[("group.id", group), ("enable.auto.commit", "false")],
+            )
+            .create()
+            .with_context(|| format!("creating a client for group {group} on {}", cluster.alias))?;
+            state.group_clients.insert(key.clone(), consumer);
+        }
+        state
+            .group_clients
+            .get(&key)
+            .context("group client vanished")
+    }
+
     fn connect(&self, syncs_cluster: &Cluster) -> Result<Clients> {
-        let id = format!("refract-{}-{}-checkpoints", self.flow.source, self.flow.target);
-        let what = |c: &str, role: &str| format!("flow {}: creating the {role} client for {c}", self.flow.name());
+        let id = format!(
+            "refract-{}-{}-checkpoints",
+            self.flow.source, self.flow.target
+        );
+        let what = |c: &str, role: &str| {
+            format!(
+                "flow {}: creating the {role} client for {c}",
+                self.flow.name()
+            )
+        };
         Ok(Clients {
             source_admin: client_config(&self.source, ClientRole::Admin, &id, &[], &[])
                 .create()
@@ -202,9 +285,15 @@ impl CheckpointRunner {
             target_meta: client_config(&self.target, ClientRole::Admin, &id, &[], &[])
                 .create()
                 .with_context(|| what(&self.target.alias, "metadata"))?,
-            producer: client_config(&self.target, ClientRole::Producer, &id, &[], &[("acks", "all")])
-                .create()
-                .with_context(|| what(&self.target.alias, "checkpoint producer"))?,
+            producer: client_config(
+                &self.target,
+                ClientRole::Producer,
+                &id,
+                &[],
+                &[("acks", "all")],
+            )
+            .create()
+            .with_context(|| what(&self.target.alias, "checkpoint producer"))?,
         })
     }
 
@@ -212,7 +301,10 @@ impl CheckpointRunner {
     /// monotonic across restarts (MM2's CheckpointStore).
     fn load_checkpoints(&self, clients: &Clients, topic: &str) -> CheckpointStore {
         let mut store = CheckpointStore::default();
-        let Ok((low, high)) = clients.target_meta.fetch_watermarks(topic, 0, REQUEST_TIMEOUT) else {
+        let Ok((low, high)) = clients
+            .target_meta
+            .fetch_watermarks(topic, 0, REQUEST_TIMEOUT)
+        else {
             return store;
         };
         if high <= low {
@@ -237,7 +329,11 @@ impl CheckpointRunner {
             }
         };
         let mut tpl = TopicPartitionList::new();
-        if tpl.add_partition_offset(topic, 0, Offset::Beginning).is_err() || reader.assign(&tpl).is_err() {
+        if tpl
+            .add_partition_offset(topic, 0, Offset::Beginning)
+            .is_err()
+            || reader.assign(&tpl).is_err()
+        {
             return store;
         }
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -258,11 +354,13 @@ impl CheckpointRunner {
     /// Source groups that pass the flow's group filter. refract's own progress groups
     /// (`refract-<source>-<target>`, on the source and on the target) are never checkpointed.
     fn source_groups(&self, clients: &Clients) -> Result<Vec<String>> {
-        Ok(list_consumer_groups(&clients.source_admin, REQUEST_TIMEOUT)?
-            .into_iter()
-            .map(|g| g.id)
-            .filter(|g| self.flow.groups.should_replicate(g) && !g.starts_with("refract-"))
-            .collect())
+        Ok(
+            list_consumer_groups(&clients.source_admin, REQUEST_TIMEOUT)?
+                .into_iter()
+                .map(|g| g.id)
+                .filter(|g| self.flow.groups.should_replicate(g) && !g.starts_with("refract-"))
+                .collect(),
+        )
     }
 
     /// The name a source topic has on the target for checkpoints (MM2's rule): a topic that came
@@ -296,7 +394,10 @@ impl CheckpointRunner {
         }
         let mut emitted = 0u64;
         for group in state.groups.clone() {
-            let committed = match group_offsets(&self.source, &group, &tpl) {
+            let committed = match self
+                .group_client(state, false, &group)
+                .and_then(|c| group_offsets(c, &tpl))
+            {
                 Ok(c) => c,
                 Err(e) => {
                     debug!(flow = %self.flow.name(), "offsets of group {group}: {e:#}");
@@ -304,7 +405,9 @@ impl CheckpointRunner {
                 }
             };
             for (topic, partition, upstream, metadata) in committed {
-                let translation = state.syncs.translate_downstream(&topic, partition, upstream);
+                let translation = state
+                    .syncs
+                    .translate_downstream(&topic, partition, upstream);
                 let Translation::Offset(downstream) = translation else {
                     debug!(flow = %self.flow.name(), "no checkpoint for {group} {topic}[{partition}] at {upstream}: {translation:?}");
                     continue;
@@ -356,10 +459,11 @@ impl CheckpointRunner {
     /// Commits the latest checkpoints to target groups no consumer is using, never moving a
     /// group backwards and never past the end of a target partition.
     fn sync_group_offsets(&self, clients: &Clients, state: &mut State) -> Result<()> {
-        let listed: HashMap<String, GroupState> = list_consumer_groups(&clients.target_admin, REQUEST_TIMEOUT)?
-            .into_iter()
-            .map(|g| (g.id, g.state))
-            .collect();
+        let listed: HashMap<String, GroupState> =
+            list_consumer_groups(&clients.target_admin, REQUEST_TIMEOUT)?
+                .into_iter()
+                .map(|g| (g.id, g.state))
+                .collect();
         let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
         for c in state.checkpoints.all() {
             if self.flow.groups.should_replicate(&c.group) {
@@ -370,49 +474,53 @@ impl CheckpointRunner {
         for (group, checkpoints) in by_group {
             let state_now = match listed.get(&group) {
                 None => GroupState::Dead,
-                Some(GroupState::Unknown) => match describe_group_state(&clients.target_meta, &group) {
-                    Some(s) => s,
-                    None => {
-                        if state.unknown_state.insert(group.clone()) {
-                            warn!(flow = %self.flow.name(), "cannot tell whether consumer group {group} is in use on {} (the broker does not describe groups); not syncing its offsets", self.target.alias);
+                Some(GroupState::Unknown) => {
+                    match describe_group_state(&clients.target_meta, &group) {
+                        Some(s) => s,
+                        None => {
+                            if state.unknown_state.insert(group.clone()) {
+                                warn!(flow = %self.flow.name(), "cannot tell whether consumer group {group} is in use on {} (the broker does not describe groups); not syncing its offsets", self.target.alias);
+                            }
+                            continue;
                         }
-                        continue;
                     }
-                },
+                }
                 Some(s) => *s,
             };
             if state_now.is_active() {
                 debug!(flow = %self.flow.name(), "group {group} is active on {}; leaving its offsets alone", self.target.alias);
                 continue;
             }
-            let consumer: BaseConsumer = client_config(
-                &self.target,
-                ClientRole::Consumer,
-                "refract-group-sync",
-                &[],
-                &[("group.id", group.as_str()), ("enable.auto.commit", "false")],
-            )
-            .create()
-            .with_context(|| format!("creating a client for group {group} on {}", self.target.alias))?;
+            let consumer = self.group_client(state, true, &group)?;
             let mut asked = TopicPartitionList::new();
             for c in &checkpoints {
                 asked.add_partition(&c.topic, c.partition);
             }
             let current = consumer
                 .committed_offsets(asked, REQUEST_TIMEOUT)
-                .with_context(|| format!("reading the offsets of group {group} on {}", self.target.alias))?;
+                .with_context(|| {
+                    format!(
+                        "reading the offsets of group {group} on {}",
+                        self.target.alias
+                    )
+                })?;
             let mut commit = TopicPartitionList::new();
             for c in &checkpoints {
-                let Ok((_, end)) = clients.target_meta.fetch_watermarks(&c.topic, c.partition, REQUEST_TIMEOUT) else {
+                let Ok((_, end)) =
+                    clients
+                        .target_meta
+                        .fetch_watermarks(&c.topic, c.partition, REQUEST_TIMEOUT)
+                else {
                     continue;
                 };
                 let offset = c.downstream_offset.min(end);
-                let have = current
-                    .find_partition(&c.topic, c.partition)
-                    .and_then(|e| match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    });
+                let have =
+                    current
+                        .find_partition(&c.topic, c.partition)
+                        .and_then(|e| match e.offset() {
+                            Offset::Offset(o) => Some(o),
+                            _ => None,
+                        });
                 if have.is_some_and(|h| h >= offset) {
                     continue;
                 }
@@ -426,7 +534,12 @@ impl CheckpointRunner {
             }
             consumer
                 .commit(&commit, CommitMode::Sync)
-                .with_context(|| format!("committing offsets of group {group} on {}", self.target.alias))?;
+                .with_context(|| {
+                    format!(
+                        "committing offsets of group {group} on {}",
+                        self.target.alias
+                    )
+                })?;
             info!(flow = %self.flow.name(), "synced {} offset(s) of group {group} to {}", commit.count(), self.target.alias);
             synced += commit.count() as u64;
         }
@@ -467,20 +580,12 @@ fn read_syncs(reader: &BaseConsumer, store: &mut OffsetSyncStore, next: &mut u64
     position
 }
 
-/// A source group's committed offsets on `tpl`: (topic, partition, offset, metadata).
+/// A group's committed offsets on `tpl`, read with a client of that group:
+/// (topic, partition, offset, metadata).
 fn group_offsets(
-    cluster: &Cluster,
-    group: &str,
+    consumer: &BaseConsumer,
     tpl: &TopicPartitionList,
 ) -> Result<Vec<(String, i32, i64, String)>> {
-    let consumer: BaseConsumer = client_config(
-        cluster,
-        ClientRole::Consumer,
-        "refract-checkpoints",
-        &[],
-        &[("group.id", group), ("enable.auto.commit", "false")],
-    )
-    .create()?;
     let committed = consumer.committed_offsets(tpl.clone(), REQUEST_TIMEOUT)?;
     Ok(committed
         .elements()

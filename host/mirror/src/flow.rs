@@ -23,8 +23,8 @@ use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy
 use crate::chain::{Chain, Item};
 
 use crate::clients::{client_config, create_topic, grow_topic, list_topics, REQUEST_TIMEOUT};
-use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
+use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::progress::PartitionProgress;
 use crate::topic_configs;
 
@@ -369,14 +369,20 @@ impl FlowRunner {
             || (self.flow.emit_heartbeats && self.reverse_heartbeats);
         let source_producer = if needs_source_producer {
             Some(
-                client_config(&self.source, ClientRole::Producer, &id, &[("linger.ms", "5")], &[])
-                    .create::<BaseProducer>()
-                    .with_context(|| {
-                        format!(
-                            "flow {name}: creating the offset-sync producer for source cluster {}",
-                            self.source.alias
-                        )
-                    })?,
+                client_config(
+                    &self.source,
+                    ClientRole::Producer,
+                    &id,
+                    &[("linger.ms", "5")],
+                    &[],
+                )
+                .create::<BaseProducer>()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the offset-sync producer for source cluster {}",
+                        self.source.alias
+                    )
+                })?,
             )
         } else {
             None
@@ -1006,11 +1012,14 @@ impl FlowRunner {
                 timestamp: now,
             };
             if let (Ok(key), Ok(value)) = (forward.key_bytes(), forward.value_bytes()) {
-                let record = BaseRecord::with_opaque_to(&internals.heartbeats_topic, Box::new((NO_SLOT, 0, false)))
-                    .partition(0)
-                    .key(&key)
-                    .payload(&value)
-                    .timestamp(now);
+                let record = BaseRecord::with_opaque_to(
+                    &internals.heartbeats_topic,
+                    Box::new((NO_SLOT, 0, false)),
+                )
+                .partition(0)
+                .key(&key)
+                .payload(&value)
+                .timestamp(now);
                 match clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
                     Ok(()) => lock(&self.status).heartbeats += 1,
                     Err((e, _)) => debug!(flow = %self.flow.name(), "heartbeat not sent: {e}"),
@@ -1022,9 +1031,11 @@ impl FlowRunner {
                     target_alias: self.source.alias.clone(),
                     timestamp: now,
                 };
-                if let (Some(p), Ok(key), Ok(value)) =
-                    (&clients.source_producer, reverse.key_bytes(), reverse.value_bytes())
-                {
+                if let (Some(p), Ok(key), Ok(value)) = (
+                    &clients.source_producer,
+                    reverse.key_bytes(),
+                    reverse.value_bytes(),
+                ) {
                     let record = BaseRecord::to(&internals.heartbeats_topic)
                         .partition(0)
                         .key(&key)
@@ -1093,22 +1104,28 @@ impl FlowRunner {
             return;
         }
         for route in &plan.routes {
-            let wanted = match topic_configs::wanted(&self.flow, &clients.source_admin, &route.source_topic) {
-                Ok(w) => w,
-                Err(e) => {
-                    debug!(flow = %self.flow.name(), "config sync: {e:#}");
-                    continue;
-                }
-            };
+            let wanted =
+                match topic_configs::wanted(&self.flow, &clients.source_admin, &route.source_topic)
+                {
+                    Ok(w) => w,
+                    Err(e) => {
+                        debug!(flow = %self.flow.name(), "config sync: {e:#}");
+                        continue;
+                    }
+                };
             match topic_configs::resync(&self.flow, &clients.admin, &route.remote_topic, &wanted) {
-                Ok(true) => info!(flow = %self.flow.name(), "synced the configs of {} from {}", route.remote_topic, route.source_topic),
+                Ok(true) => {
+                    info!(flow = %self.flow.name(), "synced the configs of {} from {}", route.remote_topic, route.source_topic)
+                }
                 Ok(false) => {}
                 Err(e) if format!("{e:#}").contains("not supported") => {
                     warn!(flow = %self.flow.name(), "{} cannot alter topic configs; remote topics keep the configs they were created with: {e:#}", self.target.alias);
                     internals.config_sync_unsupported = true;
                     return;
                 }
-                Err(e) => warn!(flow = %self.flow.name(), "config sync of {}: {e:#}", route.remote_topic),
+                Err(e) => {
+                    warn!(flow = %self.flow.name(), "config sync of {}: {e:#}", route.remote_topic)
+                }
             }
         }
     }

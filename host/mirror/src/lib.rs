@@ -3,9 +3,9 @@
 
 mod chain;
 mod checkpoint;
-pub mod groups;
 mod clients;
 mod flow;
+pub mod groups;
 pub mod mm2;
 mod planner;
 mod progress;
@@ -24,7 +24,9 @@ use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
 pub use checkpoint::CheckpointRunner;
-pub use flow::{progress_group, provenance, FlowRunner, FlowStatus, SharedStatus, PROVENANCE_HEADER};
+pub use flow::{
+    progress_group, provenance, FlowRunner, FlowStatus, SharedStatus, PROVENANCE_HEADER,
+};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::PartitionProgress;
 

@@ -133,10 +133,22 @@ mod tests {
     #[test]
     fn mm2_config_property_filter() {
         let f = flow("");
-        assert!(should_copy(&f, &entry("retention.ms", false, ConfigSource::DynamicTopic)));
-        assert!(!should_copy(&f, &entry("retention.ms", true, ConfigSource::Default)));
-        assert!(!should_copy(&f, &entry("retention.ms", false, ConfigSource::StaticBroker)));
-        assert!(!should_copy(&f, &entry("min.insync.replicas", false, ConfigSource::DynamicTopic)));
+        assert!(should_copy(
+            &f,
+            &entry("retention.ms", false, ConfigSource::DynamicTopic)
+        ));
+        assert!(!should_copy(
+            &f,
+            &entry("retention.ms", true, ConfigSource::Default)
+        ));
+        assert!(!should_copy(
+            &f,
+            &entry("retention.ms", false, ConfigSource::StaticBroker)
+        ));
+        assert!(!should_copy(
+            &f,
+            &entry("min.insync.replicas", false, ConfigSource::DynamicTopic)
+        ));
         let mut ro = entry("segment.bytes", false, ConfigSource::DynamicTopic);
         ro.is_read_only = true;
         assert!(!should_copy(&f, &ro));
@@ -144,10 +156,22 @@ mod tests {
         secret.is_sensitive = true;
         assert!(!should_copy(&f, &secret));
         let from_source = flow("use_defaults_from = \"source\"");
-        assert!(should_copy(&from_source, &entry("retention.ms", true, ConfigSource::Default)));
-        assert!(!should_copy(&from_source, &entry("min.insync.replicas", true, ConfigSource::Default)));
+        assert!(should_copy(
+            &from_source,
+            &entry("retention.ms", true, ConfigSource::Default)
+        ));
+        assert!(!should_copy(
+            &from_source,
+            &entry("min.insync.replicas", true, ConfigSource::Default)
+        ));
         let custom = flow("config_properties_exclude = [\"retention\\\\..*\"]");
-        assert!(!should_copy(&custom, &entry("retention.ms", false, ConfigSource::DynamicTopic)));
-        assert!(should_copy(&custom, &entry("min.insync.replicas", false, ConfigSource::DynamicTopic)));
+        assert!(!should_copy(
+            &custom,
+            &entry("retention.ms", false, ConfigSource::DynamicTopic)
+        ));
+        assert!(should_copy(
+            &custom,
+            &entry("min.insync.replicas", false, ConfigSource::DynamicTopic)
+        ));
     }
 }
