@@ -536,3 +536,119 @@ fn remote_topics_get_the_source_topic_configs() {
         "excluded by default: {configs:?}"
     );
 }
+
+/// Every MirrorMaker 2 properties file in the fixtures converts with `refract convert` and runs
+/// as it is with `refract run`, only its bootstrap addresses pointed at test brokers: a topic its
+/// `topics` setting selects arrives under the name its policy gives.
+#[test]
+fn mm2_properties_fixtures_convert_and_run() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/tests/fixtures/mm2");
+    // (file, source alias, target alias, source topic, remote topic)
+    let id = unique("x").replace('-', "");
+    let cases = [
+        (
+            "active-active.properties",
+            "us-east",
+            "us-west",
+            format!("orders.{id}"),
+            format!("us-east_orders.{id}"),
+        ),
+        (
+            "active-standby.properties",
+            "primary",
+            "backup",
+            format!("inventory-{id}"),
+            format!("primary.inventory-{id}"),
+        ),
+        (
+            "identity-dr.properties",
+            "dc1",
+            "dc2",
+            format!("ledger{id}"),
+            format!("ledger{id}"),
+        ),
+        (
+            "two-clusters-regex.properties",
+            "kafka1",
+            "kafka2",
+            format!("foo{id}"),
+            format!("kafka1.foo{id}"),
+        ),
+    ];
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("fixtures") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            cases.iter().any(|c| c.0 == name),
+            "{name}: every fixture needs a case here"
+        );
+    }
+    for (file, source, target, topic, remote) in &cases {
+        let text = std::fs::read_to_string(dir.join(file)).expect("fixture");
+        let converted = refract(&["convert", dir.join(file).to_str().expect("path")]);
+        assert!(
+            converted.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&converted.stderr)
+        );
+        let toml = String::from_utf8_lossy(&converted.stdout);
+        assert!(
+            toml.contains(&format!("source = \"{source}\""))
+                && toml.contains(&format!("target = \"{target}\"")),
+            "{file}:\n{toml}"
+        );
+
+        let src = Broker::start(source);
+        let tgt = Broker::start(target);
+        // Point the bootstrap addresses at the test brokers; everything else stays as it is.
+        let pointed: String = text
+            .lines()
+            .map(|l| {
+                let key = l.split('=').next().unwrap_or("").trim();
+                if key == format!("{source}.bootstrap.servers") {
+                    format!("{key} = {}", src.bootstrap)
+                } else if key == format!("{target}.bootstrap.servers") {
+                    format!("{key} = {}", tgt.bootstrap)
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        src.create_topic(topic, 2);
+        src.produce(topic, &sample_records(topic, 2, 20));
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join(file);
+        std::fs::write(&path, pointed).expect("write");
+        let log = tmp.path().join("refract.log");
+        let mut child = std::process::Command::new(refract_bin())
+            .arg("run")
+            .arg(&path)
+            .stdout(std::fs::File::create(&log).expect("log"))
+            .stderr(std::fs::File::create(tmp.path().join("err.log")).expect("log"))
+            .spawn()
+            .expect("refract run");
+        wait_or_explain(
+            &format!("{file}: {topic} mirrored as {remote}"),
+            || tgt.counts(remote).iter().sum::<i64>() == 20,
+            || std::fs::read_to_string(tmp.path().join("err.log")).unwrap_or_default(),
+        );
+        assert_eq!(
+            tgt.read_all(remote),
+            by_partition(&sample_records(topic, 2, 20), 2),
+            "{file}"
+        );
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{file}: clean exit");
+        seen += 1;
+    }
+    assert_eq!(seen, 4);
+}

@@ -244,15 +244,13 @@ impl Broker {
     }
 
     /// User topics only: no `__` broker internals and none of the MirrorMaker 2 internal topics
-    /// (`heartbeats`, `<alias>.heartbeats`, offset syncs, checkpoints, dead letters: `*.internal`).
+    /// (`heartbeats`, `<alias>.heartbeats`, offset syncs, checkpoints, dead letters: `*internal`).
     pub fn user_topics(&self) -> Vec<String> {
         self.topics()
             .into_keys()
             .filter(|t| {
-                !t.starts_with("__")
-                    && t != "heartbeats"
-                    && !t.ends_with(".heartbeats")
-                    && !t.ends_with(".internal")
+                // any separator: `a.heartbeats`, `a_heartbeats`, `a_checkpoints_internal`
+                !t.starts_with("__") && !t.ends_with("heartbeats") && !t.ends_with("internal")
             })
             .collect()
     }
