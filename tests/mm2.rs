@@ -535,6 +535,14 @@ fn remote_topics_get_the_source_topic_configs() {
         !configs.contains_key("min.insync.replicas"),
         "excluded by default: {configs:?}"
     );
+    // ACL sync ran against the broker (tansu accepts ACL requests and holds none) and did not fail.
+    let log = refract.log();
+    assert!(log.contains("ACL sync"), "{log}");
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("WARN") && l.contains("ACL sync")),
+        "{log}"
+    );
 }
 
 /// Every MirrorMaker 2 properties file in the fixtures converts with `refract convert` and runs

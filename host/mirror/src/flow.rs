@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation, OnError};
 use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy};
 
+use crate::acls;
 use crate::chain::{Chain, Item};
 
 use crate::clients::{client_config, create_topic, grow_topic, list_topics, REQUEST_TIMEOUT};
@@ -155,6 +156,8 @@ struct Internals {
     /// Remote topic → (source topic, wanted configs) last applied, for periodic re-sync.
     next_config_sync: Instant,
     config_sync_unsupported: bool,
+    next_acl_sync: Instant,
+    acl_sync_off: bool,
 }
 
 #[derive(Default)]
@@ -238,6 +241,9 @@ impl FlowRunner {
                     Ok(plan) => {
                         if Instant::now() >= internals.next_config_sync {
                             self.sync_configs(&clients, &plan, &mut internals);
+                        }
+                        if !internals.acl_sync_off && Instant::now() >= internals.next_acl_sync {
+                            self.sync_acls(&clients, &plan, &mut internals);
                         }
                         last_plan = plan
                     }
@@ -963,6 +969,8 @@ impl FlowRunner {
             next_heartbeat: Instant::now(),
             next_config_sync: Instant::now() + self.flow.sync_topic_configs_interval,
             config_sync_unsupported: false,
+            next_acl_sync: Instant::now(),
+            acl_sync_off: !self.flow.sync_topic_acls,
         })
     }
 
@@ -1127,6 +1135,33 @@ impl FlowRunner {
                     warn!(flow = %self.flow.name(), "config sync of {}: {e:#}", route.remote_topic)
                 }
             }
+        }
+    }
+
+    /// Copies the literal topic ACLs of mirrored topics to their remote topics (MM2's rules).
+    fn sync_acls(&self, clients: &Clients, plan: &TopicPlan, internals: &mut Internals) {
+        internals.next_acl_sync = Instant::now() + self.flow.sync_topic_acls_interval;
+        let routes: HashMap<&str, &str> = plan
+            .routes
+            .iter()
+            .map(|r| (r.source_topic.as_str(), r.remote_topic.as_str()))
+            .collect();
+        let result = acls::sync_once(
+            &clients.source_admin,
+            &clients.admin,
+            |topic| routes.get(topic).map(|r| r.to_string()),
+            REQUEST_TIMEOUT,
+        );
+        match result {
+            Ok(0) => debug!(flow = %self.flow.name(), "ACL sync: no topic ACLs to copy"),
+            Ok(n) => {
+                info!(flow = %self.flow.name(), "ACL sync: {n} topic ACL(s) on {}", self.target.alias)
+            }
+            Err(acls::AclError::NoAuthorizer(e)) => {
+                info!(flow = %self.flow.name(), "ACL sync off: {} or {} has no authorizer ({e})", self.source.alias, self.target.alias);
+                internals.acl_sync_off = true;
+            }
+            Err(e) => warn!(flow = %self.flow.name(), "ACL sync: {e}"),
         }
     }
 

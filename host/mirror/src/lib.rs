@@ -1,6 +1,7 @@
 //! The mirror: each flow of a pipeline runs on its own thread, reading a source cluster,
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
+mod acls;
 mod chain;
 mod checkpoint;
 mod clients;

@@ -1,0 +1,404 @@
+//! Topic ACL sync with MirrorMaker 2's rules: literal topic ACLs of mirrored topics are copied to
+//! their remote topics, `ALLOW WRITE` is dropped (only the mirror writes remote topics) and
+//! `ALLOW ALL` becomes `ALLOW READ`; additive only. rdkafka 0.39 has no ACL API, so the admin
+//! calls go to librdkafka directly.
+
+use std::ffi::{CStr, CString};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::ClientContext;
+use rdkafka_sys as ffi;
+
+use ffi::rd_kafka_AclOperation_t as Op;
+use ffi::rd_kafka_AclPermissionType_t as Perm;
+use ffi::rd_kafka_ResourcePatternType_t as Pattern;
+use ffi::rd_kafka_ResourceType_t as Resource;
+
+/// One ACL on a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicAcl {
+    /// Topic name (or prefix, for prefixed patterns).
+    pub topic: String,
+    /// Whether the pattern is literal (MM2 copies only those).
+    pub literal: bool,
+    /// `User:alice`.
+    pub principal: String,
+    /// `*` or a host.
+    pub host: String,
+    /// The operation.
+    pub operation: Op,
+    /// ALLOW or DENY.
+    pub permission: Perm,
+}
+
+/// Why ACLs could not be read.
+#[derive(Debug)]
+pub enum AclError {
+    /// The cluster has no authorizer (or does not support ACL requests).
+    NoAuthorizer(String),
+    /// Anything else.
+    Other(anyhow::Error),
+}
+
+/// MM2's rewrite of source topic ACLs into target ones: literal topic ACLs of topics the flow
+/// mirrors, renamed, without `ALLOW WRITE`, with `ALLOW ALL` narrowed to `ALLOW READ`.
+pub fn rewrite(
+    source: &[TopicAcl],
+    mut remote_name: impl FnMut(&str) -> Option<String>,
+) -> Vec<TopicAcl> {
+    let mut out: Vec<TopicAcl> = Vec::new();
+    for acl in source {
+        if !acl.literal {
+            continue;
+        }
+        let allow = acl.permission == Perm::RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW;
+        if allow && acl.operation == Op::RD_KAFKA_ACL_OPERATION_WRITE {
+            continue;
+        }
+        let Some(remote) = remote_name(&acl.topic) else {
+            continue;
+        };
+        let operation = if allow && acl.operation == Op::RD_KAFKA_ACL_OPERATION_ALL {
+            Op::RD_KAFKA_ACL_OPERATION_READ
+        } else {
+            acl.operation
+        };
+        let rewritten = TopicAcl {
+            topic: remote,
+            literal: true,
+            operation,
+            ..acl.clone()
+        };
+        if !out.contains(&rewritten) {
+            out.push(rewritten);
+        }
+    }
+    out
+}
+
+fn c(text: &str) -> Result<CString> {
+    CString::new(text).with_context(|| format!("{text:?} contains a NUL byte"))
+}
+
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+unsafe fn text(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    CStr::from_ptr(p).to_string_lossy().into_owned()
+}
+
+/// Runs one admin request: `call(rk, options, queue)`, then hands the result event to `read`.
+fn admin_call<C: ClientContext, T>(
+    admin: &AdminClient<C>,
+    op: ffi::rd_kafka_admin_op_t,
+    timeout: Duration,
+    call: impl FnOnce(
+        *mut ffi::rd_kafka_t,
+        *mut ffi::rd_kafka_AdminOptions_t,
+        *mut ffi::rd_kafka_queue_t,
+    ),
+    read: impl FnOnce(*mut ffi::rd_kafka_event_t) -> Result<T, AclError>,
+) -> Result<T, AclError> {
+    let rk = admin.inner().native_ptr();
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the queue, options and event are created and destroyed here; `rk` outlives the
+    // call because `admin` is borrowed for its duration.
+    unsafe {
+        let queue = ffi::rd_kafka_queue_new(rk);
+        let options = ffi::rd_kafka_AdminOptions_new(rk, op);
+        let mut errstr = [0 as std::ffi::c_char; 256];
+        ffi::rd_kafka_AdminOptions_set_request_timeout(
+            options,
+            timeout_ms,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        call(rk, options, queue);
+        let event = ffi::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1000));
+        let result = if event.is_null() {
+            Err(AclError::Other(anyhow::anyhow!("timed out")))
+        } else {
+            let err = ffi::rd_kafka_event_error(event);
+            if err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                read(event)
+            } else {
+                let message = text(ffi::rd_kafka_event_error_string(event));
+                Err(classify(err, message))
+            }
+        };
+        if !event.is_null() {
+            ffi::rd_kafka_event_destroy(event);
+        }
+        ffi::rd_kafka_AdminOptions_destroy(options);
+        ffi::rd_kafka_queue_destroy(queue);
+        result
+    }
+}
+
+fn classify(err: ffi::rd_kafka_resp_err_t, message: String) -> AclError {
+    use ffi::rd_kafka_resp_err_t as E;
+    match err {
+        E::RD_KAFKA_RESP_ERR_SECURITY_DISABLED
+        | E::RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION
+        | E::RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE => AclError::NoAuthorizer(message),
+        _ => AclError::Other(anyhow::anyhow!("{message}")),
+    }
+}
+
+/// Every topic ACL of the cluster.
+pub fn describe_topic_acls<C: ClientContext>(
+    admin: &AdminClient<C>,
+    timeout: Duration,
+) -> Result<Vec<TopicAcl>, AclError> {
+    let mut errstr = [0 as std::ffi::c_char; 256];
+    // SAFETY: a filter built from constants; destroyed after the call.
+    let filter = unsafe {
+        ffi::rd_kafka_AclBindingFilter_new(
+            Resource::RD_KAFKA_RESOURCE_TOPIC,
+            std::ptr::null(),
+            Pattern::RD_KAFKA_RESOURCE_PATTERN_ANY,
+            std::ptr::null(),
+            std::ptr::null(),
+            Op::RD_KAFKA_ACL_OPERATION_ANY,
+            Perm::RD_KAFKA_ACL_PERMISSION_TYPE_ANY,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        )
+    };
+    if filter.is_null() {
+        return Err(AclError::Other(anyhow::anyhow!(
+            "cannot build an ACL filter"
+        )));
+    }
+    let result = admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBEACLS,
+        timeout,
+        // SAFETY: all handles are live for the call.
+        |rk, options, queue| unsafe { ffi::rd_kafka_DescribeAcls(rk, filter, options, queue) },
+        |event| {
+            // SAFETY: `event` is a live DescribeAcls result; strings are copied out.
+            unsafe {
+                let result = ffi::rd_kafka_event_DescribeAcls_result(event);
+                if result.is_null() {
+                    return Err(AclError::Other(anyhow::anyhow!("unexpected reply")));
+                }
+                let mut count = 0usize;
+                let list = ffi::rd_kafka_DescribeAcls_result_acls(result, &mut count);
+                let mut out = Vec::with_capacity(count);
+                for i in 0..count {
+                    if list.is_null() {
+                        break;
+                    }
+                    let acl = *list.add(i);
+                    if ffi::rd_kafka_AclBinding_restype(acl) != Resource::RD_KAFKA_RESOURCE_TOPIC {
+                        continue;
+                    }
+                    out.push(TopicAcl {
+                        topic: text(ffi::rd_kafka_AclBinding_name(acl)),
+                        literal: ffi::rd_kafka_AclBinding_resource_pattern_type(acl)
+                            == Pattern::RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+                        principal: text(ffi::rd_kafka_AclBinding_principal(acl)),
+                        host: text(ffi::rd_kafka_AclBinding_host(acl)),
+                        operation: ffi::rd_kafka_AclBinding_operation(acl),
+                        permission: ffi::rd_kafka_AclBinding_permission_type(acl),
+                    });
+                }
+                Ok(out)
+            }
+        },
+    );
+    // SAFETY: created above, not used after this.
+    unsafe { ffi::rd_kafka_AclBinding_destroy(filter) };
+    result
+}
+
+/// Creates `acls` (creating an ACL that exists is a no-op for Kafka).
+pub fn create_topic_acls<C: ClientContext>(
+    admin: &AdminClient<C>,
+    acls: &[TopicAcl],
+    timeout: Duration,
+) -> Result<(), AclError> {
+    if acls.is_empty() {
+        return Ok(());
+    }
+    let mut bindings = Vec::with_capacity(acls.len());
+    for acl in acls {
+        let (name, principal, host) = match (c(&acl.topic), c(&acl.principal), c(&acl.host)) {
+            (Ok(n), Ok(p), Ok(h)) => (n, p, h),
+            _ => continue,
+        };
+        let mut errstr = [0 as std::ffi::c_char; 256];
+        // SAFETY: the strings live until the call returns (librdkafka copies them).
+        let binding = unsafe {
+            ffi::rd_kafka_AclBinding_new(
+                Resource::RD_KAFKA_RESOURCE_TOPIC,
+                name.as_ptr(),
+                Pattern::RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+                principal.as_ptr(),
+                host.as_ptr(),
+                acl.operation,
+                acl.permission,
+                errstr.as_mut_ptr(),
+                errstr.len(),
+            )
+        };
+        if !binding.is_null() {
+            bindings.push(binding);
+        }
+    }
+    let count = bindings.len();
+    let ptr = bindings.as_mut_ptr();
+    let result = admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_CREATEACLS,
+        timeout,
+        // SAFETY: `bindings` outlives the call.
+        |rk, options, queue| unsafe { ffi::rd_kafka_CreateAcls(rk, ptr, count, options, queue) },
+        |event| {
+            // SAFETY: `event` is a live CreateAcls result.
+            unsafe {
+                let result = ffi::rd_kafka_event_CreateAcls_result(event);
+                if result.is_null() {
+                    return Err(AclError::Other(anyhow::anyhow!("unexpected reply")));
+                }
+                let mut n = 0usize;
+                let results = ffi::rd_kafka_CreateAcls_result_acls(result, &mut n);
+                for i in 0..n {
+                    if results.is_null() {
+                        break;
+                    }
+                    let error = ffi::rd_kafka_acl_result_error(*results.add(i));
+                    if !error.is_null() {
+                        let code = ffi::rd_kafka_error_code(error);
+                        let message = text(ffi::rd_kafka_error_string(error));
+                        return Err(classify(code, message));
+                    }
+                }
+                Ok(())
+            }
+        },
+    );
+    for b in bindings {
+        // SAFETY: created above, not used after this.
+        unsafe { ffi::rd_kafka_AclBinding_destroy(b) };
+    }
+    result
+}
+
+impl std::fmt::Display for AclError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AclError::NoAuthorizer(m) => write!(f, "no authorizer: {m}"),
+            AclError::Other(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+/// Describes then creates, for callers that only need an error message.
+pub fn sync_once<C: ClientContext>(
+    source: &AdminClient<C>,
+    target: &AdminClient<C>,
+    remote_name: impl FnMut(&str) -> Option<String>,
+    timeout: Duration,
+) -> Result<usize, AclError> {
+    let acls = describe_topic_acls(source, timeout)?;
+    let wanted = rewrite(&acls, remote_name);
+    create_topic_acls(target, &wanted, timeout)?;
+    Ok(wanted.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(topic: &str, literal: bool, op: Op, perm: Perm) -> TopicAcl {
+        TopicAcl {
+            topic: topic.into(),
+            literal,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op,
+            permission: perm,
+        }
+    }
+
+    #[test]
+    fn mm2_acl_rules() {
+        use Op::*;
+        use Perm::*;
+        let source = vec![
+            acl(
+                "orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_READ,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            acl(
+                "orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_WRITE,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            acl(
+                "orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_ALL,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            acl(
+                "orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_WRITE,
+                RD_KAFKA_ACL_PERMISSION_TYPE_DENY,
+            ),
+            acl(
+                "orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_DESCRIBE,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            acl(
+                "ord",
+                false,
+                RD_KAFKA_ACL_OPERATION_READ,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            acl(
+                "secret",
+                true,
+                RD_KAFKA_ACL_OPERATION_READ,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+        ];
+        let got = rewrite(&source, |t| (t != "secret").then(|| format!("a.{t}")));
+        let want = vec![
+            // ALLOW READ kept; ALLOW WRITE dropped; ALLOW ALL -> ALLOW READ (a duplicate, once)
+            acl(
+                "a.orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_READ,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            // DENY kept as it is, whatever the operation
+            acl(
+                "a.orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_WRITE,
+                RD_KAFKA_ACL_PERMISSION_TYPE_DENY,
+            ),
+            acl(
+                "a.orders",
+                true,
+                RD_KAFKA_ACL_OPERATION_DESCRIBE,
+                RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            ),
+            // prefixed patterns and topics the flow does not mirror are not copied
+        ];
+        assert_eq!(got, want);
+    }
+}
