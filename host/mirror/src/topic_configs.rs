@@ -63,8 +63,41 @@ pub fn wanted(
     Ok(out)
 }
 
-/// Sets the remote topic's configs to `wanted`, keeping the target's own values of excluded
-/// configs (they are never touched). Returns whether anything changed.
+/// The full config set a remote topic should have, given the source-derived `wanted` configs and
+/// the remote topic's `current` ones: `wanted` plus the target's own values of excluded configs
+/// (they are never touched). `None` when the topic already has exactly that.
+pub fn desired(
+    flow: &Flow,
+    wanted: &[(String, String)],
+    current: &[ConfigEntry],
+) -> Option<Vec<(String, String)>> {
+    let explicit = |e: &ConfigEntry| !e.is_default && e.source == ConfigSource::DynamicTopic;
+    let mut desired: Vec<(String, String)> = wanted.to_vec();
+    for e in current.iter().filter(|e| explicit(e)) {
+        if flow.config_properties_exclude.matches(&e.name)
+            && !desired.iter().any(|(k, _)| *k == e.name)
+        {
+            if let Some(v) = &e.value {
+                desired.push((e.name.clone(), v.clone()));
+            }
+        }
+    }
+    desired.sort();
+    let all_set = desired.iter().all(|(k, v)| {
+        current
+            .iter()
+            .any(|e| &e.name == k && e.value.as_deref() == Some(v.as_str()))
+    });
+    let nothing_extra = current
+        .iter()
+        .filter(|e| explicit(e))
+        .all(|e| desired.iter().any(|(k, _)| *k == e.name));
+    (!(all_set && nothing_extra)).then_some(desired)
+}
+
+/// Sets the remote topic's configs to what [`desired`] says (AlterConfigs replaces the whole
+/// set, so configs the source no longer sets go back to the target's defaults, as MM2's
+/// `use.defaults.from = target` does). Returns whether anything changed.
 pub fn resync(
     flow: &Flow,
     target_admin: &AdminClient<DefaultClientContext>,
@@ -72,27 +105,9 @@ pub fn resync(
     wanted: &[(String, String)],
 ) -> Result<bool> {
     let current = describe(target_admin, remote)?;
-    let mut desired: Vec<(String, String)> = wanted.to_vec();
-    for e in &current {
-        let explicit = !e.is_default && e.source == ConfigSource::DynamicTopic;
-        if explicit && flow.config_properties_exclude.matches(&e.name) {
-            if let Some(v) = &e.value {
-                desired.push((e.name.clone(), v.clone()));
-            }
-        }
-    }
-    desired.sort();
-    let unchanged = desired.iter().all(|(k, v)| {
-        current
-            .iter()
-            .any(|e| &e.name == k && e.value.as_deref() == Some(v.as_str()))
-    }) && current
-        .iter()
-        .filter(|e| !e.is_default && e.source == ConfigSource::DynamicTopic)
-        .all(|e| desired.iter().any(|(k, _)| *k == e.name));
-    if unchanged {
+    let Some(desired) = desired(flow, wanted, &current) else {
         return Ok(false);
-    }
+    };
     let mut alter = AlterConfig::new(ResourceSpecifier::Topic(remote));
     for (k, v) in &desired {
         alter = alter.set(k, v);
@@ -128,6 +143,61 @@ mod tests {
             is_default: default,
             is_sensitive: false,
         }
+    }
+
+    fn set(name: &str, value: &str) -> ConfigEntry {
+        ConfigEntry {
+            value: Some(value.into()),
+            ..entry(name, false, ConfigSource::DynamicTopic)
+        }
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn resync_sets_source_configs_and_keeps_excluded_target_overrides() {
+        let f = flow("");
+        let wanted = pairs(&[("retention.ms", "100")]);
+        // already in sync: nothing to do
+        assert_eq!(desired(&f, &wanted, &[set("retention.ms", "100")]), None);
+        // a changed value on the source
+        assert_eq!(
+            desired(&f, &wanted, &[set("retention.ms", "5")]),
+            Some(pairs(&[("retention.ms", "100")]))
+        );
+        // the target's own min.insync.replicas (excluded) survives; a config the source no
+        // longer sets is dropped (back to the target default)
+        assert_eq!(
+            desired(
+                &f,
+                &wanted,
+                &[
+                    set("retention.ms", "100"),
+                    set("min.insync.replicas", "2"),
+                    set("segment.ms", "9")
+                ]
+            ),
+            Some(pairs(&[
+                ("min.insync.replicas", "2"),
+                ("retention.ms", "100")
+            ]))
+        );
+        // broker defaults on the target are not overrides
+        assert_eq!(
+            desired(
+                &f,
+                &wanted,
+                &[
+                    set("retention.ms", "100"),
+                    entry("segment.ms", true, ConfigSource::Default)
+                ]
+            ),
+            None
+        );
     }
 
     #[test]
