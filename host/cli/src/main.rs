@@ -3,6 +3,7 @@
 mod demo;
 mod mm2_cmds;
 mod plugin_test;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,6 +60,9 @@ enum Command {
     Topology(mm2_cmds::Topology),
     /// Print the pipeline TOML equivalent to a MirrorMaker 2 properties file.
     Convert(mm2_cmds::Convert),
+    /// Compare every mirrored partition with its source (counts and a checksum of the records
+    /// present at the start); exits 1 when any differs.
+    Verify(verify::Verify),
 }
 
 #[derive(Subcommand)]
@@ -91,6 +95,10 @@ fn main() -> ExitCode {
         } => t.run(),
         Command::Topology(t) => t.run(),
         Command::Convert(c) => c.run(),
+        Command::Verify(v) => match v.run() {
+            Ok(false) => return ExitCode::from(1),
+            other => other.map(drop),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -99,6 +107,21 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// How often watched files are checked for changes.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Modification time and size of each file (None when unreadable).
+fn file_stamps(files: &[PathBuf]) -> Vec<Option<(std::time::SystemTime, u64)>> {
+    files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .ok()
+                .and_then(|m| m.modified().ok().map(|t| (t, m.len())))
+        })
+        .collect()
 }
 
 fn load(path: &Path, targets: &[String]) -> Result<(Pipeline, Vec<refract_mirror::PreparedFlow>)> {
@@ -128,17 +151,50 @@ fn check(path: &Path) -> Result<()> {
 }
 
 fn run(path: &Path, targets: &[String]) -> Result<()> {
-    let (pipeline, prepared) = load(path, targets)?;
+    let pipeline = Pipeline::load(path)?;
+    for warning in &pipeline.warnings {
+        tracing::warn!("{warning}");
+    }
+    let runtime = PluginRuntime::new(PluginLimits::default())?;
+    let prepared = refract_mirror::prepare(&pipeline, targets, &runtime)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
     }
-    let mirror = Mirror::start(&pipeline, prepared, stop.clone())?;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing the SIGHUP handler")?;
+    let mut mirror = Mirror::start(&pipeline, prepared, stop.clone())?;
+    mirror.enable_reload(path, targets, runtime);
     // Like a Connect worker with a failed task, the process keeps running when a flow halts
     // (a processor with on_error = "stop" failed): the halt is logged, the other flows go on,
     // and a restart with a fixed plugin resumes the halted flow from its last commit.
+    // The pipeline file and every plugin file are watched: a change (or SIGHUP) reloads.
+    let mut stamps = file_stamps(&mirror.watched_files());
+    let mut next_check = std::time::Instant::now() + WATCH_INTERVAL;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(200));
+        let now = std::time::Instant::now();
+        let changed = if hup.swap(false, Ordering::Relaxed) {
+            tracing::info!("SIGHUP: reloading");
+            true
+        } else if now >= next_check {
+            next_check = now + WATCH_INTERVAL;
+            let current = file_stamps(&mirror.watched_files());
+            if current != stamps {
+                tracing::info!("a watched file changed: reloading");
+                true
+            } else {
+                false
+            }
+        } else {
+            false
+        };
+        if changed {
+            // The outcome is logged and counted by the mirror; a rejected reload changes nothing.
+            let _ = mirror.reload();
+            stamps = file_stamps(&mirror.watched_files());
+        }
     }
     tracing::info!("shutting down");
     mirror.stop();

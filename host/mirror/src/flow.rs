@@ -68,6 +68,8 @@ pub struct FlowStatus {
     pub checkpoints: u64,
     /// Translated offsets committed to target consumer groups.
     pub group_offsets_synced: u64,
+    /// Times new plugins were swapped in while running.
+    pub plugin_swaps: u64,
     /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
     pub halted: Option<String>,
     /// The last failure, if any.
@@ -124,13 +126,24 @@ struct Slot {
     committed: Option<i64>,
 }
 
+/// A flow's plugins: its policy and its processors in order.
+#[derive(Clone)]
+pub struct PluginSet {
+    /// Names remote topics.
+    pub policy: Arc<PolicyPlugin>,
+    /// Processors in order, each with its `on_error`.
+    pub processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
+}
+
 /// Runs one flow until asked to stop.
 pub struct FlowRunner {
     flow: Flow,
     source: Cluster,
     target: Cluster,
-    plugin: Arc<PolicyPlugin>,
-    processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
+    /// The plugins in use (a restart picks up the latest swapped-in set).
+    plugins: Mutex<PluginSet>,
+    /// A set handed in by [`FlowRunner::swap_plugins`], taken at the next batch boundary.
+    pending_swap: Mutex<Option<PluginSet>>,
     stop: Arc<AtomicBool>,
     status: SharedStatus,
     known_outputs: Mutex<HashSet<String>>,
@@ -191,8 +204,11 @@ impl FlowRunner {
             flow,
             source,
             target,
-            plugin,
-            processors,
+            plugins: Mutex::new(PluginSet {
+                policy: plugin,
+                processors,
+            }),
+            pending_swap: Mutex::new(None),
             stop,
             status,
             known_outputs: Mutex::new(HashSet::new()),
@@ -208,19 +224,44 @@ impl FlowRunner {
         self
     }
 
+    /// The flow's settings.
+    pub fn flow(&self) -> &Flow {
+        &self.flow
+    }
+
+    /// Hands in plugins that were loaded, instantiated and initialised off the data path; the
+    /// flow switches to them between two batches (records polled before the switch are
+    /// processed by the old plugins, every later record by the new ones). A new policy names the
+    /// topics discovered after the switch; mirrored topics keep their remote names.
+    pub fn swap_plugins(&self, set: PluginSet) {
+        *lock(&self.pending_swap) = Some(set);
+    }
+
+    fn chain_of(&self, set: &PluginSet) -> Chain {
+        Chain::new(
+            &self.source.alias,
+            set.processors
+                .iter()
+                .map(|(p, on_error)| (Processor::new(p.clone()), *on_error))
+                .collect(),
+        )
+    }
+
     /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).
     pub fn run(&self) -> Result<()> {
         let name = self.flow.name();
         let progress = Arc::new(Mutex::new(Vec::new()));
         let clients = self.connect(&name, progress.clone())?;
-        let mut policy = ReplicationPolicy::new(self.plugin.clone());
-        let mut chain = Chain::new(
-            &self.source.alias,
-            self.processors
-                .iter()
-                .map(|(p, on_error)| (Processor::new(p.clone()), *on_error))
-                .collect(),
-        );
+        if let Some(set) = lock(&self.pending_swap).take() {
+            *lock(&self.plugins) = set;
+        }
+        let (mut policy, mut chain) = {
+            let set = lock(&self.plugins);
+            (
+                ReplicationPolicy::new(set.policy.clone()),
+                self.chain_of(&set),
+            )
+        };
         let planner = TopicPlanner::new(&self.flow);
         let mut slots = Slots::default();
         let mut last_plan = TopicPlan::default();
@@ -229,6 +270,24 @@ impl FlowRunner {
         let mut internals = self.internals(&clients, &mut policy)?;
 
         while !self.stop.load(Ordering::Relaxed) {
+            if let Some(set) = lock(&self.pending_swap).take() {
+                policy = ReplicationPolicy::new(set.policy.clone());
+                chain = self.chain_of(&set);
+                let names: Vec<String> = std::iter::once(set.policy.name().to_string())
+                    .chain(set.processors.iter().map(|(p, _)| p.name().to_string()))
+                    .collect();
+                let positions: Vec<String> = slots
+                    .slots
+                    .iter()
+                    .filter_map(|s| {
+                        s.position
+                            .map(|p| format!("{}[{}]@{p}", s.topic, s.partition))
+                    })
+                    .collect();
+                info!(flow = %name, "swapped in plugins {} before source offsets {}", names.join(", "), positions.join(" "));
+                *lock(&self.plugins) = set;
+                lock(&self.status).plugin_swaps += 1;
+            }
             if Instant::now() >= next_discovery {
                 match self.discover(
                     &clients,

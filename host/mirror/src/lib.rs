@@ -11,7 +11,9 @@ pub mod mm2;
 mod planner;
 mod progress;
 mod topic_configs;
+pub mod verify;
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -26,7 +28,7 @@ use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
 pub use checkpoint::CheckpointRunner;
 pub use flow::{
-    progress_group, provenance, FlowRunner, FlowStatus, SharedStatus, PROVENANCE_HEADER,
+    progress_group, provenance, FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
 };
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::PartitionProgress;
@@ -100,12 +102,82 @@ pub fn prepare(
         .collect()
 }
 
+/// Content hash of each plugin file a flow loaded.
+type PluginHashes = Vec<(PathBuf, u64)>;
+
+/// One flow's threads and what it was started from.
+struct RunningFlow {
+    name: String,
+    /// The flow's settings and clusters as text: a change means the flow must be rebuilt.
+    fingerprint: String,
+    /// Content hashes of the plugin files it loaded: a change means new plugins to swap in.
+    plugin_hashes: PluginHashes,
+    runner: Arc<FlowRunner>,
+    stop: Arc<AtomicBool>,
+    status: SharedStatus,
+    handles: Vec<JoinHandle<()>>,
+}
+
+/// What [`Mirror::reload`] needs to load plugins and re-read the pipeline.
+struct ReloadContext {
+    path: PathBuf,
+    targets: Vec<String>,
+    runtime: Arc<PluginRuntime>,
+}
+
+/// Counts of reloads, for status and metrics.
+#[derive(Debug, Default, Clone)]
+pub struct ReloadStats {
+    /// Reloads applied (including ones that changed nothing).
+    pub ok: u64,
+    /// Reloads rejected (invalid pipeline or a plugin that failed to load); nothing changed.
+    pub rejected: u64,
+    /// The last rejection.
+    pub last_error: Option<String>,
+}
+
 /// Flows running on their own threads.
 pub struct Mirror {
     stop: Arc<AtomicBool>,
-    flows: Vec<(String, SharedStatus, JoinHandle<()>)>,
-    /// Checkpoint threads.
-    tasks: Vec<JoinHandle<()>>,
+    flows: Mutex<Vec<RunningFlow>>,
+    reload: Option<ReloadContext>,
+    stats: Mutex<ReloadStats>,
+}
+
+fn fingerprint(pipeline: &Pipeline, flow: &Flow) -> String {
+    format!(
+        "{flow:?}|{:?}|{:?}",
+        pipeline.clusters.get(&flow.source),
+        pipeline.clusters.get(&flow.target)
+    )
+}
+
+/// The plugin files a flow uses.
+fn plugin_files(flow: &Flow) -> Vec<PathBuf> {
+    std::iter::once(&flow.policy)
+        .chain(flow.processors.iter().map(|p| &p.plugin))
+        .filter_map(|spec| match &spec.location {
+            refract_config::PluginLocation::File(path) => Some(path.clone()),
+            refract_config::PluginLocation::Builtin(_) => None,
+        })
+        .collect()
+}
+
+fn content_hash(path: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::fs::read(path).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+fn hashes(flow: &Flow) -> PluginHashes {
+    plugin_files(flow)
+        .into_iter()
+        .map(|p| {
+            let h = content_hash(&p);
+            (p, h)
+        })
+        .collect()
 }
 
 impl Mirror {
@@ -117,79 +189,255 @@ impl Mirror {
         stop: Arc<AtomicBool>,
     ) -> Result<Self> {
         let mut flows = Vec::new();
-        let mut tasks = Vec::new();
         for p in prepared {
-            let name = p.flow.name();
-            let source = pipeline.clusters[&p.flow.source].clone();
-            let target = pipeline.clusters[&p.flow.target].clone();
-            let status: SharedStatus = Arc::new(Mutex::new(FlowStatus::default()));
-            // MM2 runs a heartbeat connector for every cluster pair; refract emits the reverse
-            // pair's heartbeats from this flow unless another flow runs in that direction.
-            let reverse = !pipeline
-                .flows
-                .iter()
-                .any(|f| f.source == p.flow.target && f.target == p.flow.source);
-            if p.flow.emit_checkpoints {
-                let checkpoints = CheckpointRunner::new(
-                    p.flow.clone(),
-                    source.clone(),
-                    target.clone(),
-                    p.policy.clone(),
-                    stop.clone(),
-                    status.clone(),
-                );
-                let thread_stop = stop.clone();
-                let thread_name = checkpoints.name();
-                let handle = std::thread::Builder::new()
-                    .name(thread_name.clone())
-                    .spawn(move || supervise(&thread_name, &checkpoints, &thread_stop))
-                    .with_context(|| format!("starting the checkpoints of flow {name}"))?;
-                tasks.push(handle);
-            }
-            let runner = FlowRunner::new(
-                p.flow,
-                source,
-                target,
-                p.policy,
-                p.processors,
-                stop.clone(),
-                status.clone(),
-            )
-            .with_reverse_heartbeats(reverse);
-            let thread_stop = stop.clone();
-            let thread_name = name.clone();
-            let handle = std::thread::Builder::new()
-                .name(format!("flow {name}"))
-                .spawn(move || supervise(&thread_name, &runner, &thread_stop))
-                .with_context(|| format!("starting flow {name}"))?;
-            info!(flow = %name, "started");
-            flows.push((name, status, handle));
+            flows.push(start_flow(pipeline, p)?);
         }
-        Ok(Self { stop, flows, tasks })
+        Ok(Self {
+            stop,
+            flows: Mutex::new(flows),
+            reload: None,
+            stats: Mutex::new(ReloadStats::default()),
+        })
+    }
+
+    /// Lets [`Mirror::reload`] re-read `path` (keeping only flows into `targets`, all when
+    /// empty) and load plugins with `runtime`.
+    pub fn enable_reload(&mut self, path: &Path, targets: &[String], runtime: Arc<PluginRuntime>) {
+        self.reload = Some(ReloadContext {
+            path: path.to_path_buf(),
+            targets: targets.to_vec(),
+            runtime,
+        });
     }
 
     /// Each flow's name and status.
     pub fn status(&self) -> Vec<(String, FlowStatus)> {
-        self.flows
+        flow::lock(&self.flows)
             .iter()
-            .map(|(n, s, _)| (n.clone(), flow::lock(s).clone()))
+            .map(|f| (f.name.clone(), flow::lock(&f.status).clone()))
             .collect()
+    }
+
+    /// Reload counts.
+    pub fn reload_stats(&self) -> ReloadStats {
+        flow::lock(&self.stats).clone()
+    }
+
+    /// Files whose change should trigger a reload: the pipeline and every plugin file in use.
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = self.reload.iter().map(|r| r.path.clone()).collect();
+        for f in flow::lock(&self.flows).iter() {
+            out.extend(f.plugin_hashes.iter().map(|(p, _)| p.clone()));
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Re-reads the pipeline and applies it without a restart: a flow whose plugin files changed
+    /// gets the new plugins at its next batch boundary; a flow whose settings changed is stopped
+    /// (its progress committed) and started again; removed flows stop, added flows start; other
+    /// flows are not touched. Everything is loaded and checked first: an invalid pipeline or a
+    /// plugin that fails to compile, instantiate or initialise rejects the whole reload and
+    /// changes nothing. Returns a summary of what changed.
+    pub fn reload(&self) -> Result<String> {
+        let result = self.try_reload();
+        let mut stats = flow::lock(&self.stats);
+        match &result {
+            Ok(summary) => {
+                stats.ok += 1;
+                info!("reload: {summary}");
+            }
+            Err(e) => {
+                stats.rejected += 1;
+                stats.last_error = Some(format!("{e:#}"));
+                error!("reload rejected, nothing changed: {e:#}");
+            }
+        }
+        result
+    }
+
+    fn try_reload(&self) -> Result<String> {
+        let ctx = self
+            .reload
+            .as_ref()
+            .context("this mirror was started without reload support")?;
+        let pipeline = Pipeline::load(&ctx.path)?;
+        let wanted: Vec<Flow> = pipeline
+            .flows_for_targets(&ctx.targets)
+            .into_iter()
+            .cloned()
+            .collect();
+        let mut flows = flow::lock(&self.flows);
+        // Plan and load everything before changing anything.
+        let mut swaps: Vec<(usize, PluginSet, PluginHashes)> = Vec::new();
+        let mut rebuild: Vec<(usize, PreparedFlow)> = Vec::new();
+        let mut add: Vec<PreparedFlow> = Vec::new();
+        let mut remove: Vec<usize> = Vec::new();
+        for (i, running) in flows.iter().enumerate() {
+            match wanted.iter().find(|f| f.name() == running.name) {
+                None => remove.push(i),
+                Some(f) if fingerprint(&pipeline, f) != running.fingerprint => {
+                    rebuild.push((i, prepare_one(&pipeline, f, &ctx.runtime)?));
+                }
+                Some(f) => {
+                    let now = hashes(f);
+                    if now != running.plugin_hashes {
+                        let p = prepare_one(&pipeline, f, &ctx.runtime)?;
+                        swaps.push((
+                            i,
+                            PluginSet {
+                                policy: p.policy,
+                                processors: p.processors,
+                            },
+                            now,
+                        ));
+                    }
+                }
+            }
+        }
+        for f in &wanted {
+            if !flows.iter().any(|r| r.name == f.name()) {
+                add.push(prepare_one(&pipeline, f, &ctx.runtime)?);
+            }
+        }
+        let mut summary = Vec::new();
+        for (i, set, now) in swaps {
+            flows[i].runner.swap_plugins(set);
+            flows[i].plugin_hashes = now;
+            summary.push(format!("new plugins for {}", flows[i].name));
+        }
+        let mut stopping: Vec<usize> = remove.clone();
+        stopping.extend(rebuild.iter().map(|(i, _)| *i));
+        stopping.sort_unstable();
+        for &i in &stopping {
+            flows[i].stop.store(true, Ordering::Relaxed);
+        }
+        let mut replaced = Vec::new();
+        for (i, p) in rebuild {
+            let old = std::mem::replace(&mut flows[i], start_flow(&pipeline, p)?);
+            replaced.push(old);
+        }
+        for old in replaced {
+            summary.push(format!("rebuilt {}", old.name));
+            join(old);
+        }
+        for &i in remove.iter().rev() {
+            let old = flows.remove(i);
+            summary.push(format!("removed {}", old.name));
+            join(old);
+        }
+        for p in add {
+            let f = start_flow(&pipeline, p)?;
+            summary.push(format!("added {}", f.name));
+            flows.push(f);
+        }
+        if summary.is_empty() {
+            summary.push("nothing changed".into());
+        }
+        Ok(summary.join(", "))
     }
 
     /// Asks every flow to stop, waits for them to flush and commit.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
-        for (name, _, handle) in self.flows {
-            if handle.join().is_err() {
-                error!(flow = %name, "flow thread panicked");
-            }
+        let flows = std::mem::take(&mut *flow::lock(&self.flows));
+        for f in &flows {
+            f.stop.store(true, Ordering::Relaxed);
         }
-        for handle in self.tasks {
-            if handle.join().is_err() {
-                error!("checkpoint thread panicked");
-            }
+        for f in flows {
+            join(f);
         }
     }
+}
+
+/// Waits for a flow whose stop flag is set.
+fn join(f: RunningFlow) {
+    f.stop.store(true, Ordering::Relaxed);
+    for handle in f.handles {
+        if handle.join().is_err() {
+            error!(flow = %f.name, "a thread of the flow panicked");
+        }
+    }
+}
+
+fn prepare_one(
+    pipeline: &Pipeline,
+    flow: &Flow,
+    runtime: &Arc<PluginRuntime>,
+) -> Result<PreparedFlow> {
+    let targets = [flow.target.clone()];
+    prepare(pipeline, &targets, runtime)?
+        .into_iter()
+        .find(|p| p.flow.name() == flow.name())
+        .with_context(|| format!("flow {} vanished while loading", flow.name()))
+}
+
+/// Starts a flow's threads (records; checkpoints when enabled) with a stop flag of its own.
+fn start_flow(pipeline: &Pipeline, p: PreparedFlow) -> Result<RunningFlow> {
+    let name = p.flow.name();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fingerprint = fingerprint(pipeline, &p.flow);
+    let plugin_hashes = hashes(&p.flow);
+    let source = pipeline.clusters[&p.flow.source].clone();
+    let target = pipeline.clusters[&p.flow.target].clone();
+    let status: SharedStatus = Arc::new(Mutex::new(FlowStatus::default()));
+    // MM2 runs a heartbeat connector for every cluster pair; refract emits the reverse
+    // pair's heartbeats from this flow unless another flow runs in that direction.
+    let reverse = !pipeline
+        .flows
+        .iter()
+        .any(|f| f.source == p.flow.target && f.target == p.flow.source);
+    let mut handles = Vec::new();
+    if p.flow.emit_checkpoints {
+        let checkpoints = CheckpointRunner::new(
+            p.flow.clone(),
+            source.clone(),
+            target.clone(),
+            p.policy.clone(),
+            stop.clone(),
+            status.clone(),
+        );
+        let thread_stop = stop.clone();
+        let thread_name = checkpoints.name();
+        handles.push(
+            std::thread::Builder::new()
+                .name(thread_name.clone())
+                .spawn(move || supervise(&thread_name, &checkpoints, &thread_stop))
+                .with_context(|| format!("starting the checkpoints of flow {name}"))?,
+        );
+    }
+    let runner = Arc::new(
+        FlowRunner::new(
+            p.flow,
+            source,
+            target,
+            p.policy,
+            p.processors,
+            stop.clone(),
+            status.clone(),
+        )
+        .with_reverse_heartbeats(reverse),
+    );
+    let thread_runner = runner.clone();
+    let thread_stop = stop.clone();
+    let thread_name = name.clone();
+    handles.push(
+        std::thread::Builder::new()
+            .name(format!("flow {name}"))
+            .spawn(move || supervise(&thread_name, thread_runner.as_ref(), &thread_stop))
+            .with_context(|| format!("starting flow {name}"))?,
+    );
+    info!(flow = %name, "started");
+    Ok(RunningFlow {
+        name,
+        fingerprint,
+        plugin_hashes,
+        runner,
+        stop,
+        status,
+        handles,
+    })
 }
 
 /// Something [`supervise`] restarts until it returns Ok.

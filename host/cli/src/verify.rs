@@ -1,0 +1,208 @@
+//! `refract verify`: compares every mirrored partition with its source and prints one line per
+//! partition. Exit code 0 when every compared partition matches (also when there was nothing to
+//! compare: the message says so), 1 when any differs, 2 on errors (config, plugins, brokers).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+
+use refract_config::{PatternList, Pipeline};
+use refract_mirror::verify::{Missing, PartitionReport, Progress, Report, Side};
+use refract_plugin::{PluginLimits, PluginRuntime};
+
+/// `refract verify`.
+#[derive(clap::Args)]
+pub struct Verify {
+    /// The pipeline file.
+    #[arg(long)]
+    config: PathBuf,
+    /// Only topics whose source or remote name fully matches this regex (may be repeated).
+    /// Heartbeats topics are compared only when named this way.
+    #[arg(long = "topics", value_name = "REGEX")]
+    topics: Vec<String>,
+    /// Only this flow, written `source->target`.
+    #[arg(long, value_name = "SOURCE->TARGET")]
+    flow: Option<String>,
+}
+
+impl Verify {
+    /// Verifies and prints the result; Ok(false) when some partition differs.
+    pub fn run(&self) -> Result<bool> {
+        let pipeline = Pipeline::load(&self.config)?;
+        let filter = if self.topics.is_empty() {
+            None
+        } else {
+            Some(
+                PatternList::new(self.topics.clone())
+                    .map_err(|(i, e)| anyhow!("--topics {}: invalid regex: {e}", self.topics[i]))?,
+            )
+        };
+        let runtime = PluginRuntime::new(PluginLimits::default())?;
+        let mut bar = ProgressBar::new();
+        let report = refract_mirror::verify::verify(
+            &pipeline,
+            &runtime,
+            filter.as_ref(),
+            self.flow.as_deref(),
+            &mut |p| bar.update(p),
+        );
+        bar.clear();
+        let report = report?;
+        print_report(&report, &self.topics);
+        Ok(report.all_match())
+    }
+}
+
+fn print_report(report: &Report, topics: &[String]) {
+    for flow in &report.flows {
+        println!(
+            "flow {}: {} partitions compared",
+            flow.flow,
+            flow.partitions.len()
+        );
+        if flow.processors > 0 {
+            println!(
+                "note: flow {} runs {} processors; records they drop or change show as MISMATCH",
+                flow.flow, flow.processors
+            );
+        }
+        if !flow.skipped_heartbeats.is_empty() {
+            println!(
+                "note: heartbeats topics not compared (written continuously; name them with --topics to compare): {}",
+                flow.skipped_heartbeats.join(", ")
+            );
+        }
+        for p in &flow.partitions {
+            println!("{}", line(p, &flow.target));
+        }
+    }
+    let flows = report.flows.len();
+    if report.is_empty() {
+        let why = if topics.is_empty() {
+            "no mirrored topics".to_string()
+        } else {
+            format!("no mirrored topic matches --topics {}", topics.join(" "))
+        };
+        println!("nothing to verify: {why} in {flows} flow(s)");
+        return;
+    }
+    let total = report.partitions().count();
+    let mismatches = report.mismatches();
+    let records: u64 = report.partitions().map(|p| p.source.read).sum();
+    if mismatches == 0 {
+        println!("OK: all {total} partitions match ({records} source records, {flows} flow(s))");
+    } else {
+        println!(
+            "MISMATCH: {mismatches} of {total} partitions differ ({} OK, {flows} flow(s))",
+            total - mismatches
+        );
+    }
+}
+
+/// `OK        a.orders partition 0 (from orders): source 500 records, offsets 0..500, checksum …; target …`
+fn line(p: &PartitionReport, target_cluster: &str) -> String {
+    let status = if p.matches() { "OK" } else { "MISMATCH" };
+    let target = match &p.target {
+        Ok(t) => side(t),
+        Err(Missing::Topic) => format!("missing (no topic {} on {target_cluster})", p.remote_topic),
+        Err(Missing::Partition(n)) => format!(
+            "missing ({} has {n} partitions on {target_cluster})",
+            p.remote_topic
+        ),
+    };
+    format!(
+        "{status:<8}  {} partition {} (from {}): source {}; target {target}",
+        p.remote_topic,
+        p.partition,
+        p.source_topic,
+        side(&p.source)
+    )
+}
+
+fn side(s: &Side) -> String {
+    format!(
+        "{} records, offsets {}..{}, checksum {}",
+        s.read, s.low, s.high, s.checksum
+    )
+}
+
+/// Progress on stderr: a bar redrawn in place (at most 5 times a second) on a terminal,
+/// otherwise a line at most every 10 s.
+struct ProgressBar {
+    terminal: bool,
+    last: Instant,
+    drawn: usize,
+}
+
+impl ProgressBar {
+    const TERMINAL_EVERY: Duration = Duration::from_millis(200);
+    const LOG_EVERY: Duration = Duration::from_secs(10);
+    const WIDTH: usize = 30;
+
+    fn new() -> Self {
+        Self {
+            terminal: std::io::stderr().is_terminal(),
+            last: Instant::now(),
+            drawn: 0,
+        }
+    }
+
+    fn update(&mut self, p: Progress) {
+        let every = if self.terminal {
+            Self::TERMINAL_EVERY
+        } else {
+            Self::LOG_EVERY
+        };
+        // The first draw also waits one interval, so short runs print nothing.
+        if self.last.elapsed() < every {
+            return;
+        }
+        self.last = Instant::now();
+        let fraction = if p.total == 0 {
+            1.0
+        } else {
+            (p.read as f64 / p.total as f64).min(1.0)
+        };
+        let secs = p.elapsed.as_secs_f64();
+        let rate = if secs > 0.0 {
+            p.read as f64 / secs
+        } else {
+            0.0
+        };
+        let text = format!(
+            "verifying: {}/{} records ({:.1}%), {:.0} records/s",
+            p.read,
+            p.total,
+            fraction * 100.0,
+            rate
+        );
+        let mut err = std::io::stderr().lock();
+        if self.terminal {
+            let filled = (fraction * Self::WIDTH as f64) as usize;
+            let line = format!(
+                "[{}{}] {text}",
+                "#".repeat(filled),
+                ".".repeat(Self::WIDTH - filled)
+            );
+            // Pad over a longer previous line.
+            let pad = self.drawn.saturating_sub(line.len());
+            let _ = write!(err, "\r{line}{}", " ".repeat(pad));
+            self.drawn = line.len();
+        } else {
+            let _ = writeln!(err, "{text}");
+        }
+        let _ = err.flush();
+    }
+
+    /// Erases the bar so the report starts on a clean line.
+    fn clear(&mut self) {
+        if self.terminal && self.drawn > 0 {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r{}\r", " ".repeat(self.drawn));
+            let _ = err.flush();
+            self.drawn = 0;
+        }
+    }
+}

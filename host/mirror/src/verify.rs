@@ -1,0 +1,890 @@
+//! Compares every mirrored partition with its source: record counts and an offset-independent
+//! checksum of the records' contents, so a mirror can be checked end to end (`refract verify`,
+//! and `refract run --until-caught-up` once it has caught up).
+//!
+//! What is compared, per source partition and its remote partition:
+//! - the records between the low watermark and the high watermark **read when verification
+//!   starts** (so a live mirror does not make it chase its tail: records written after the start
+//!   are not compared, and a partition still receiving traffic may show a difference that is only
+//!   the mirror's lag);
+//! - how many records were actually read (the watermarks are printed too; they can differ from
+//!   the count when compaction or transaction markers leave gaps in the offsets);
+//! - a SHA-256 over every record in offset order: key, value, timestamp (refract preserves it)
+//!   and headers in order. Offsets are not hashed (they may legitimately differ between the
+//!   clusters), nor the timestamp type; a null key, value or header value hashes differently
+//!   from an empty one; the [`PROVENANCE_HEADER`] refract adds is ignored on both sides.
+//!
+//! Two partitions match when both the count read and the checksum are equal. Heartbeats topics
+//! are written continuously by every mirror, so they are left out unless a topic filter is given
+//! and names them. Flows with processors are compared as they are: records a processor drops or
+//! changes show as differences; so do topics written on both clusters (identity active/active).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use sha2::{Digest, Sha256};
+
+use refract_config::{ClientRole, Cluster, Flow, PatternList, Pipeline};
+use refract_plugin::{PluginRuntime, PolicyPlugin, ReplicationPolicy};
+
+use crate::clients::{client_config, list_topics, REQUEST_TIMEOUT};
+use crate::planner::TopicPlanner;
+use crate::PROVENANCE_HEADER;
+
+/// How often the progress callback is called while records are read.
+const PROGRESS_TICK: Duration = Duration::from_millis(200);
+/// How long a side may read nothing new before verification gives up on it.
+const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How far verification is, reported while partitions are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Offsets read so far, source and target together.
+    pub read: u64,
+    /// Offsets to read in all (high − low watermark of every compared partition, both sides).
+    pub total: u64,
+    /// Time since verification started.
+    pub elapsed: Duration,
+}
+
+/// A running, offset-independent checksum over records in order.
+#[derive(Clone, Default)]
+pub struct Checksum {
+    hasher: Sha256,
+}
+
+/// The final value of a [`Checksum`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sum(pub [u8; 32]);
+
+impl fmt::Display for Sum {
+    /// The first 64 bits in hex: enough to tell two sums apart by eye.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in &self.0[..8] {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Sum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Checksum {
+    /// An empty checksum.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one record. `headers` in their order; the provenance header is skipped.
+    pub fn add<'a>(
+        &mut self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp: Option<i64>,
+        headers: impl IntoIterator<Item = (&'a str, Option<&'a [u8]>)>,
+    ) {
+        // Every field is self-delimiting (a presence tag, then a length), so no two different
+        // records, or runs of records, feed the hasher the same bytes.
+        self.bytes(key);
+        self.bytes(value);
+        match timestamp {
+            None => self.hasher.update([0]),
+            Some(t) => {
+                self.hasher.update([1]);
+                self.hasher.update(t.to_be_bytes());
+            }
+        }
+        for (k, v) in headers {
+            if k == PROVENANCE_HEADER {
+                continue;
+            }
+            self.hasher.update([1]);
+            self.bytes(Some(k.as_bytes()));
+            self.bytes(v);
+        }
+        self.hasher.update([0]);
+    }
+
+    /// Adds a record as read from Kafka.
+    pub fn add_message(&mut self, m: &BorrowedMessage<'_>) {
+        let headers = m.headers();
+        self.add(
+            m.key(),
+            m.payload(),
+            m.timestamp().to_millis(),
+            headers
+                .into_iter()
+                .flat_map(|h| h.iter().map(|h| (h.key, h.value))),
+        );
+    }
+
+    /// The checksum of everything added.
+    pub fn finish(&self) -> Sum {
+        Sum(self.hasher.clone().finalize().into())
+    }
+
+    fn bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            None => self.hasher.update([0]),
+            Some(b) => {
+                self.hasher.update([1]);
+                self.hasher.update((b.len() as u64).to_be_bytes());
+                self.hasher.update(b);
+            }
+        }
+    }
+}
+
+/// What was read from one side of a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    /// Low watermark when verification started.
+    pub low: i64,
+    /// High watermark when verification started: records from here on were not compared.
+    pub high: i64,
+    /// Records actually read between the two.
+    pub read: u64,
+    /// Checksum of those records.
+    pub checksum: Sum,
+}
+
+/// Why a mirrored partition has no counterpart on the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    /// The remote topic does not exist.
+    Topic,
+    /// The remote topic has this many partitions, too few.
+    Partition(i32),
+}
+
+/// One source partition compared with its remote partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionReport {
+    /// The flow, `source->target`.
+    pub flow: String,
+    /// Topic on the source cluster.
+    pub source_topic: String,
+    /// Topic on the target cluster.
+    pub remote_topic: String,
+    /// Partition number (the same on both sides).
+    pub partition: i32,
+    /// The source partition.
+    pub source: Side,
+    /// The remote partition, or why there is none.
+    pub target: Result<Side, Missing>,
+}
+
+impl PartitionReport {
+    /// Whether the target holds the same records as the source.
+    pub fn matches(&self) -> bool {
+        self.target
+            .as_ref()
+            .is_ok_and(|t| t.read == self.source.read && t.checksum == self.source.checksum)
+    }
+}
+
+/// One flow's results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowReport {
+    /// `source->target`.
+    pub flow: String,
+    /// Source cluster alias.
+    pub source: String,
+    /// Target cluster alias.
+    pub target: String,
+    /// How many processors the flow runs (their drops and changes show as differences).
+    pub processors: usize,
+    /// Mirrored heartbeats topics left out (no topic filter named them).
+    pub skipped_heartbeats: Vec<String>,
+    /// Compared partitions, by source topic then partition.
+    pub partitions: Vec<PartitionReport>,
+}
+
+/// The outcome of [`verify`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// One entry per verified flow, in pipeline order.
+    pub flows: Vec<FlowReport>,
+}
+
+impl Report {
+    /// Every compared partition.
+    pub fn partitions(&self) -> impl Iterator<Item = &PartitionReport> {
+        self.flows.iter().flat_map(|f| &f.partitions)
+    }
+
+    /// Whether nothing was compared.
+    pub fn is_empty(&self) -> bool {
+        self.partitions().next().is_none()
+    }
+
+    /// Partitions whose target differs from the source.
+    pub fn mismatches(&self) -> usize {
+        self.partitions().filter(|p| !p.matches()).count()
+    }
+
+    /// Whether every compared partition matches.
+    pub fn all_match(&self) -> bool {
+        self.mismatches() == 0
+    }
+}
+
+/// Compares source and target of every mirrored partition of the pipeline's enabled flows (or of
+/// the flow named `source->target`), optionally only topics whose source or remote name fully
+/// matches `filter`. `progress` is called on the calling thread about every 200 ms while
+/// records are read, and once at the end.
+pub fn verify(
+    pipeline: &Pipeline,
+    runtime: &Arc<PluginRuntime>,
+    filter: Option<&PatternList>,
+    flow: Option<&str>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Report> {
+    let started = Instant::now();
+    let flows = select_flows(pipeline, flow)?;
+    // Every watermark is read before any record, so "records present at the start" means the
+    // same instant for every flow.
+    let mut plans = Vec::new();
+    for f in flows {
+        plans.push(FlowPlan::capture(pipeline, f, runtime, filter)?);
+    }
+    let total = plans.iter().map(FlowPlan::offsets).sum();
+    let read = AtomicU64::new(0);
+    let mut report = Report::default();
+    for plan in plans {
+        report
+            .flows
+            .push(plan.run(&read, total, started, progress)?);
+    }
+    progress(Progress {
+        read: read.load(Ordering::Relaxed),
+        total,
+        elapsed: started.elapsed(),
+    });
+    Ok(report)
+}
+
+fn select_flows<'a>(pipeline: &'a Pipeline, name: Option<&str>) -> Result<Vec<&'a Flow>> {
+    let Some(name) = name else {
+        return Ok(pipeline.flows.iter().collect());
+    };
+    let wanted: String = name.chars().filter(|c| !c.is_whitespace()).collect();
+    match pipeline.flows.iter().find(|f| f.name() == wanted) {
+        Some(f) => Ok(vec![f]),
+        None => bail!(
+            "{}: no enabled flow `{name}` (enabled flows: {})",
+            pipeline.file.display(),
+            pipeline
+                .flows
+                .iter()
+                .map(Flow::name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// One partition on one cluster, being read from its low to its high watermark.
+struct PartitionRead {
+    topic: String,
+    partition: i32,
+    low: i64,
+    high: i64,
+    /// Next offset expected; progress is counted in offsets so gaps still reach 100%.
+    position: i64,
+    read: u64,
+    checksum: Checksum,
+    finished: bool,
+}
+
+impl PartitionRead {
+    fn new(topic: &str, partition: i32, (low, high): (i64, i64)) -> Self {
+        Self {
+            topic: topic.to_string(),
+            partition,
+            low,
+            high,
+            position: low,
+            read: 0,
+            checksum: Checksum::new(),
+            finished: high <= low,
+        }
+    }
+
+    fn offsets(&self) -> u64 {
+        (self.high - self.low).max(0) as u64
+    }
+
+    fn side(&self) -> Side {
+        Side {
+            low: self.low,
+            high: self.high,
+            read: self.read,
+            checksum: self.checksum.finish(),
+        }
+    }
+
+    /// Moves the position to `to` (capped at the high watermark) and counts the offsets passed.
+    fn advance(&mut self, to: i64, counter: &AtomicU64) {
+        let to = to.min(self.high);
+        if to > self.position {
+            counter.fetch_add((to - self.position) as u64, Ordering::Relaxed);
+            self.position = to;
+        }
+        if self.position >= self.high {
+            self.finished = true;
+        }
+    }
+}
+
+/// Mirrored partitions of one flow with their watermarks, and the clients to read them.
+struct FlowPlan {
+    report: FlowReport,
+    source_alias: String,
+    target_alias: String,
+    source_client: BaseConsumer,
+    target_client: BaseConsumer,
+    /// (source topic, remote topic, partition, index into `target`).
+    entries: Vec<(String, String, i32, Result<usize, Missing>)>,
+    source: Vec<PartitionRead>,
+    target: Vec<PartitionRead>,
+}
+
+fn consumer(cluster: &Cluster, flow: &str) -> Result<BaseConsumer> {
+    client_config(
+        cluster,
+        ClientRole::Consumer,
+        "refract-verify",
+        &[],
+        &[
+            // Partitions are assigned, never subscribed, and nothing is committed.
+            ("group.id", "refract-verify"),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("enable.partition.eof", "true"),
+            // Records deleted under the reader (retention) must fail verification, not be
+            // silently skipped.
+            ("auto.offset.reset", "error"),
+        ],
+    )
+    .create()
+    .with_context(|| {
+        format!(
+            "flow {flow}: creating a consumer for cluster {}",
+            cluster.alias
+        )
+    })
+}
+
+fn watermarks(client: &BaseConsumer, cluster: &str, topic: &str, p: i32) -> Result<(i64, i64)> {
+    client
+        .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+        .with_context(|| format!("reading the watermarks of {topic} partition {p} on {cluster}"))
+}
+
+impl FlowPlan {
+    /// Plans the flow's topics as the mirror does and reads every watermark.
+    fn capture(
+        pipeline: &Pipeline,
+        flow: &Flow,
+        runtime: &Arc<PluginRuntime>,
+        filter: Option<&PatternList>,
+    ) -> Result<Self> {
+        let name = flow.name();
+        let source_cluster = &pipeline.clusters[&flow.source];
+        let target_cluster = &pipeline.clusters[&flow.target];
+        let plugin = PolicyPlugin::load(runtime, &flow.policy).with_context(|| {
+            format!(
+                "{}: {} (flow {name})",
+                pipeline.file.display(),
+                flow.policy.key
+            )
+        })?;
+        let mut policy = ReplicationPolicy::new(plugin);
+        let source_client = consumer(source_cluster, &name)?;
+        let target_client = consumer(target_cluster, &name)?;
+        let topics = list_topics(&source_client)
+            .with_context(|| format!("flow {name}: listing topics on {}", flow.source))?;
+        let plan = TopicPlanner::new(flow)
+            .plan(&mut policy, &topics)
+            .with_context(|| format!("flow {name}: planning topics"))?;
+        let remote_partitions: HashMap<String, i32> = list_topics(&target_client)
+            .with_context(|| format!("flow {name}: listing topics on {}", flow.target))?
+            .into_iter()
+            .collect();
+        let mut out = Self {
+            report: FlowReport {
+                flow: name.clone(),
+                source: flow.source.clone(),
+                target: flow.target.clone(),
+                processors: flow.processors.len(),
+                skipped_heartbeats: Vec::new(),
+                partitions: Vec::new(),
+            },
+            source_alias: flow.source.clone(),
+            target_alias: flow.target.clone(),
+            source_client,
+            target_client,
+            entries: Vec::new(),
+            source: Vec::new(),
+            target: Vec::new(),
+        };
+        for route in plan.routes {
+            let named =
+                filter.map(|f| f.matches(&route.source_topic) || f.matches(&route.remote_topic));
+            if named == Some(false) {
+                continue;
+            }
+            if named.is_none() && policy.is_heartbeats_topic(&route.source_topic)? {
+                out.report.skipped_heartbeats.push(route.source_topic);
+                continue;
+            }
+            let remote_count = remote_partitions.get(&route.remote_topic).copied();
+            for p in 0..route.partitions {
+                let w = watermarks(&out.source_client, &flow.source, &route.source_topic, p)?;
+                out.source
+                    .push(PartitionRead::new(&route.source_topic, p, w));
+                let target = match remote_count {
+                    None => Err(Missing::Topic),
+                    Some(n) if n <= p => Err(Missing::Partition(n)),
+                    Some(_) => {
+                        let w =
+                            watermarks(&out.target_client, &flow.target, &route.remote_topic, p)?;
+                        out.target
+                            .push(PartitionRead::new(&route.remote_topic, p, w));
+                        Ok(out.target.len() - 1)
+                    }
+                };
+                out.entries.push((
+                    route.source_topic.clone(),
+                    route.remote_topic.clone(),
+                    p,
+                    target,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Offsets to read on both sides.
+    fn offsets(&self) -> u64 {
+        self.source
+            .iter()
+            .chain(&self.target)
+            .map(PartitionRead::offsets)
+            .sum()
+    }
+
+    /// Reads both sides at once, reporting progress on this thread.
+    fn run(
+        mut self,
+        counter: &AtomicU64,
+        total: u64,
+        started: Instant,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<FlowReport> {
+        let abort = AtomicBool::new(false);
+        let (source_result, target_result) = std::thread::scope(|scope| {
+            // The readers hold the only senders: the channel closes when both have returned.
+            let (done_tx, done_rx) = mpsc::channel::<()>();
+            let source = spawn_reader(
+                scope,
+                Reader {
+                    client: &self.source_client,
+                    parts: &mut self.source,
+                    cluster: &self.source_alias,
+                    counter,
+                    abort: &abort,
+                },
+                done_tx.clone(),
+            );
+            let target = spawn_reader(
+                scope,
+                Reader {
+                    client: &self.target_client,
+                    parts: &mut self.target,
+                    cluster: &self.target_alias,
+                    counter,
+                    abort: &abort,
+                },
+                done_tx,
+            );
+            while let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(PROGRESS_TICK) {
+                progress(Progress {
+                    read: counter.load(Ordering::Relaxed),
+                    total,
+                    elapsed: started.elapsed(),
+                });
+            }
+            (source.join(), target.join())
+        });
+        for result in [source_result, target_result] {
+            match result {
+                Ok(r) => r.with_context(|| format!("flow {}", self.report.flow))?,
+                Err(_) => bail!("flow {}: a reader thread panicked", self.report.flow),
+            }
+        }
+        for (i, (source_topic, remote_topic, partition, target)) in
+            self.entries.into_iter().enumerate()
+        {
+            self.report.partitions.push(PartitionReport {
+                flow: self.report.flow.clone(),
+                source_topic,
+                remote_topic,
+                partition,
+                source: self.source[i].side(),
+                target: target.map(|t| self.target[t].side()),
+            });
+        }
+        Ok(self.report)
+    }
+}
+
+/// One side of a flow to read: a cluster's partitions and the counters shared with the other side.
+struct Reader<'a> {
+    client: &'a BaseConsumer,
+    parts: &'a mut [PartitionRead],
+    cluster: &'a str,
+    /// Offsets read, both sides together.
+    counter: &'a AtomicU64,
+    /// Set by a side that failed, so the other stops too.
+    abort: &'a AtomicBool,
+}
+
+/// Runs `reader` on a thread of `scope`; `done` is dropped when it returns.
+fn spawn_reader<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    reader: Reader<'env>,
+    done: mpsc::Sender<()>,
+) -> std::thread::ScopedJoinHandle<'scope, Result<()>> {
+    scope.spawn(move || {
+        let _done = done;
+        let abort = reader.abort;
+        let result = read_partitions(reader);
+        if result.is_err() {
+            abort.store(true, Ordering::Relaxed);
+        }
+        result
+    })
+}
+
+/// Reads every partition from its low to its high watermark into its checksum.
+fn read_partitions(reader: Reader<'_>) -> Result<()> {
+    let Reader {
+        client,
+        parts,
+        cluster,
+        counter,
+        abort,
+    } = reader;
+    let mut index: HashMap<String, Vec<Option<usize>>> = HashMap::new();
+    let mut tpl = TopicPartitionList::new();
+    for (i, p) in parts.iter().enumerate() {
+        if p.finished {
+            continue;
+        }
+        let slots = index.entry(p.topic.clone()).or_default();
+        let n = p.partition as usize;
+        if slots.len() <= n {
+            slots.resize(n + 1, None);
+        }
+        slots[n] = Some(i);
+        tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(p.low))
+            .with_context(|| format!("assigning {} partition {}", p.topic, p.partition))?;
+    }
+    if tpl.count() == 0 {
+        return Ok(());
+    }
+    client
+        .assign(&tpl)
+        .with_context(|| format!("assigning partitions on {cluster}"))?;
+    let mut last_progress = Instant::now();
+    while parts.iter().any(|p| !p.finished) {
+        if abort.load(Ordering::Relaxed) {
+            bail!("stopped reading {cluster}: the other side failed");
+        }
+        let before = counter.load(Ordering::Relaxed);
+        match client.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let found = index
+                    .get(m.topic())
+                    .and_then(|s| s.get(m.partition() as usize).copied().flatten());
+                if let Some(i) = found {
+                    let part = &mut parts[i];
+                    if !part.finished && m.offset() < part.high {
+                        part.checksum.add_message(&m);
+                        part.read += 1;
+                    }
+                    part.advance(m.offset() + 1, counter);
+                    if part.finished {
+                        pause(client, part);
+                    }
+                }
+            }
+            // End of a partition's log (which partition of which topic librdkafka does not
+            // say): a partition whose fetch position passed its high watermark is done, even
+            // when the last offsets were gaps (transaction markers, compaction).
+            Some(Err(KafkaError::PartitionEOF(_))) | None => {
+                finish_by_position(client, parts, &index, counter)?
+            }
+            Some(Err(e)) => bail!("reading from {cluster}: {e}"),
+        }
+        if counter.load(Ordering::Relaxed) != before {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > STALL_TIMEOUT {
+            let stuck: Vec<String> = parts
+                .iter()
+                .filter(|p| !p.finished)
+                .map(|p| {
+                    format!(
+                        "{} partition {} at offset {} of {}",
+                        p.topic, p.partition, p.position, p.high
+                    )
+                })
+                .collect();
+            bail!(
+                "reading from {cluster}: nothing read for {}s; stuck: {}",
+                STALL_TIMEOUT.as_secs(),
+                stuck.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+fn finish_by_position(
+    client: &BaseConsumer,
+    parts: &mut [PartitionRead],
+    index: &HashMap<String, Vec<Option<usize>>>,
+    counter: &AtomicU64,
+) -> Result<()> {
+    let positions = client.position().context("reading fetch positions")?;
+    for e in positions.elements() {
+        let Offset::Offset(at) = e.offset() else {
+            continue;
+        };
+        let found = index
+            .get(e.topic())
+            .and_then(|s| s.get(e.partition() as usize).copied().flatten());
+        if let Some(i) = found {
+            let part = &mut parts[i];
+            if !part.finished && at >= part.high {
+                part.advance(at, counter);
+                pause(client, part);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stops fetching a finished partition, so a live topic is not read past its high watermark.
+fn pause(client: &BaseConsumer, part: &PartitionRead) {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(&part.topic, part.partition);
+    // Only an optimisation: records past the high watermark are ignored anyway.
+    let _ = client.pause(&tpl);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Header<'a> = (&'a str, Option<&'a [u8]>);
+    type Rec<'a> = (
+        Option<&'a [u8]>,
+        Option<&'a [u8]>,
+        Option<i64>,
+        Vec<Header<'a>>,
+    );
+
+    fn sum(records: &[Rec<'_>]) -> Sum {
+        let mut c = Checksum::new();
+        for (k, v, t, h) in records {
+            c.add(*k, *v, *t, h.iter().copied());
+        }
+        c.finish()
+    }
+
+    fn rec<'a>(k: Option<&'a [u8]>, v: Option<&'a [u8]>, h: Vec<Header<'a>>) -> Rec<'a> {
+        (k, v, Some(1_600_000_000_000), h)
+    }
+
+    /// Pairs of record runs and whether their checksums must be equal.
+    #[test]
+    fn checksum_table() {
+        let a: &[u8] = b"a";
+        let b: &[u8] = b"b";
+        let empty: &[u8] = b"";
+        let hv: &[u8] = b"x";
+        let cases: Vec<(&str, Vec<Rec<'_>>, Vec<Rec<'_>>, bool)> = vec![
+            (
+                "same records, same sum",
+                vec![
+                    rec(Some(a), Some(b), vec![("h", Some(hv))]),
+                    rec(None, None, vec![]),
+                ],
+                vec![
+                    rec(Some(a), Some(b), vec![("h", Some(hv))]),
+                    rec(None, None, vec![]),
+                ],
+                true,
+            ),
+            (
+                "null key vs empty key",
+                vec![rec(None, Some(b), vec![])],
+                vec![rec(Some(empty), Some(b), vec![])],
+                false,
+            ),
+            (
+                "tombstone vs empty value",
+                vec![rec(Some(a), None, vec![])],
+                vec![rec(Some(a), Some(empty), vec![])],
+                false,
+            ),
+            (
+                "null header value vs empty header value",
+                vec![rec(Some(a), Some(b), vec![("h", None)])],
+                vec![rec(Some(a), Some(b), vec![("h", Some(empty))])],
+                false,
+            ),
+            (
+                "header order matters",
+                vec![rec(None, None, vec![("h1", Some(a)), ("h2", Some(b))])],
+                vec![rec(None, None, vec![("h2", Some(b)), ("h1", Some(a))])],
+                false,
+            ),
+            (
+                "provenance header ignored",
+                vec![rec(Some(a), Some(b), vec![("h", Some(hv))])],
+                vec![rec(
+                    Some(a),
+                    Some(b),
+                    vec![
+                        ("h", Some(hv)),
+                        (PROVENANCE_HEADER, Some(b"src".as_slice())),
+                    ],
+                )],
+                true,
+            ),
+            (
+                "provenance header ignored wherever it is, with any value",
+                vec![rec(
+                    None,
+                    Some(b),
+                    vec![(PROVENANCE_HEADER, Some(a)), ("h", None)],
+                )],
+                vec![rec(
+                    None,
+                    Some(b),
+                    vec![("h", None), (PROVENANCE_HEADER, None)],
+                )],
+                true,
+            ),
+            (
+                "record order matters",
+                vec![rec(Some(a), None, vec![]), rec(Some(b), None, vec![])],
+                vec![rec(Some(b), None, vec![]), rec(Some(a), None, vec![])],
+                false,
+            ),
+            (
+                "key and value bytes do not run together",
+                vec![rec(Some(b"ab".as_slice()), Some(b"c".as_slice()), vec![])],
+                vec![rec(Some(a), Some(b"bc".as_slice()), vec![])],
+                false,
+            ),
+            (
+                "a header is not the next record",
+                vec![rec(Some(a), Some(b), vec![("h", Some(hv))])],
+                vec![
+                    rec(Some(a), Some(b), vec![]),
+                    rec(Some(b"h".as_slice()), Some(hv), vec![]),
+                ],
+                false,
+            ),
+            (
+                "timestamps count",
+                vec![(Some(a), Some(b), Some(1), vec![])],
+                vec![(Some(a), Some(b), Some(2), vec![])],
+                false,
+            ),
+            (
+                "no timestamp vs a timestamp",
+                vec![(Some(a), Some(b), None, vec![])],
+                vec![(Some(a), Some(b), Some(0), vec![])],
+                false,
+            ),
+            (
+                "one record vs none",
+                vec![rec(None, None, vec![])],
+                vec![],
+                false,
+            ),
+        ];
+        for (what, left, right, equal) in cases {
+            assert_eq!(sum(&left) == sum(&right), equal, "{what}");
+        }
+    }
+
+    #[test]
+    fn sum_prints_its_first_64_bits() {
+        let empty = Checksum::new().finish();
+        // SHA-256 of no bytes at all.
+        assert_eq!(empty.to_string(), "e3b0c44298fc1c14");
+    }
+
+    fn report(matches: &[bool]) -> Report {
+        let side = |read| Side {
+            low: 0,
+            high: read as i64,
+            read,
+            checksum: Checksum::new().finish(),
+        };
+        let partitions = matches
+            .iter()
+            .enumerate()
+            .map(|(i, m)| PartitionReport {
+                flow: "a->b".into(),
+                source_topic: "t".into(),
+                remote_topic: "a.t".into(),
+                partition: i as i32,
+                source: side(1),
+                target: Ok(side(if *m { 1 } else { 2 })),
+            })
+            .collect();
+        Report {
+            flows: vec![FlowReport {
+                flow: "a->b".into(),
+                source: "a".into(),
+                target: "b".into(),
+                processors: 0,
+                skipped_heartbeats: vec![],
+                partitions,
+            }],
+        }
+    }
+
+    #[test]
+    fn report_counts_mismatches_and_missing_partitions() {
+        assert!(report(&[]).is_empty());
+        assert!(report(&[]).all_match());
+        assert!(report(&[true, true]).all_match());
+        let r = report(&[true, false]);
+        assert_eq!(r.mismatches(), 1);
+        assert!(!r.all_match());
+        let mut missing = report(&[true]);
+        missing.flows[0].partitions[0].target = Err(Missing::Partition(0));
+        assert_eq!(missing.mismatches(), 1);
+    }
+}

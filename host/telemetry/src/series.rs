@@ -1,0 +1,443 @@
+//! refract's series: every metric name, help text and label set is defined here, and the
+//! mirror registers them through the typed constructors on [`Metrics`] below.
+//!
+//! The `kafka_connect_mirror_*` series carry the names and labels Strimzi's JMX exporter gives
+//! MirrorMaker 2's metrics, so existing MM2 dashboards and alerts keep working.
+
+use crate::metrics::{Counter, Gauge, Histogram, Metrics, MetricsError, Stat};
+
+/// Metric names and shared constants.
+pub mod names {
+    /// Prefix of every MirrorSourceConnector series (for [`Metrics::remove`](crate::Metrics::remove)).
+    pub const MIRROR_SOURCE_PREFIX: &str = "kafka_connect_mirror_mirrorsourceconnector_";
+    /// Prefix of every MirrorCheckpointConnector series.
+    pub const MIRROR_CHECKPOINT_PREFIX: &str = "kafka_connect_mirror_mirrorcheckpointconnector_";
+    /// Prefix of refract's own series.
+    pub const REFRACT_PREFIX: &str = "refract_";
+
+    /// MM2 `record-count`: records replicated and acknowledged, per remote topic partition.
+    pub const RECORD_COUNT: &str = "kafka_connect_mirror_mirrorsourceconnector_record_count";
+    /// MM2 `byte-count`: record value bytes replicated, per remote topic partition.
+    pub const BYTE_COUNT: &str = "kafka_connect_mirror_mirrorsourceconnector_byte_count";
+    /// MM2 `record-age-ms` (+ `_min`/`_max`/`_avg`): record age when read from the source.
+    pub const RECORD_AGE_MS: &str = "kafka_connect_mirror_mirrorsourceconnector_record_age_ms";
+    /// MM2 `replication-latency-ms` (+ `_min`/`_max`/`_avg`): record timestamp to target ack.
+    pub const REPLICATION_LATENCY_MS: &str =
+        "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms";
+    /// MM2 `checkpoint-latency-ms` (+ `_min`/`_max`/`_avg`): checkpoint creation to target ack.
+    pub const CHECKPOINT_LATENCY_MS: &str =
+        "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms";
+
+    /// Source high watermark minus committed position, per source partition.
+    pub const REPLICATION_LAG_RECORDS: &str = "refract_replication_lag_records";
+    /// Bytes read and not yet acknowledged by the target, per flow.
+    pub const INFLIGHT_BYTES: &str = "refract_inflight_bytes";
+    /// Plugin calls, per plugin and flow.
+    pub const PLUGIN_CALLS_TOTAL: &str = "refract_plugin_calls_total";
+    /// Plugin calls that failed, per plugin and flow.
+    pub const PLUGIN_ERRORS_TOTAL: &str = "refract_plugin_errors_total";
+    /// Plugin calls that ran out of time, per plugin and flow.
+    pub const PLUGIN_TIMEOUTS_TOTAL: &str = "refract_plugin_timeouts_total";
+    /// Duration of plugin calls, per plugin and flow.
+    pub const PLUGIN_CALL_DURATION_SECONDS: &str = "refract_plugin_call_duration_seconds";
+    /// Records sent to the dead-letter topic, per flow.
+    pub const DEAD_LETTERED_RECORDS_TOTAL: &str = "refract_dead_lettered_records_total";
+    /// Records dropped under `on_error = "skip"`, per flow.
+    pub const RECORDS_DROPPED_TOTAL: &str = "refract_records_dropped_total";
+    /// Configuration reloads, per result.
+    pub const RELOADS_TOTAL: &str = "refract_reloads_total";
+    /// 1 while a flow is running, else 0.
+    pub const FLOW_UP: &str = "refract_flow_up";
+    /// 1 for a flow's current state, 0 for the others.
+    pub const FLOW_STATE: &str = "refract_flow_state";
+
+    /// Bucket bounds of [`PLUGIN_CALL_DURATION_SECONDS`]: 10 µs to 1 s, 1-2.5-5 per decade.
+    pub const PLUGIN_CALL_DURATION_BUCKETS: &[f64] = &[
+        0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
+        0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    ];
+}
+
+use names::*;
+
+const RECORD_COUNT_HELP: &str = "Records replicated to the target and acknowledged by it, per remote topic partition (records; MirrorMaker 2 record-count).";
+const BYTE_COUNT_HELP: &str = "Bytes of record values (not keys or headers) read for replication, per remote topic partition (bytes; MirrorMaker 2 byte-count).";
+const RECORD_AGE_HELP: &str = "Age of a record when read from the source, now minus the record timestamp (milliseconds; MirrorMaker 2 record-age-ms).";
+const REPLICATION_LATENCY_HELP: &str = "Time from a record's timestamp to the target's acknowledgement of its copy (milliseconds; MirrorMaker 2 replication-latency-ms).";
+const CHECKPOINT_LATENCY_HELP: &str = "Time from creating a consumer-group checkpoint to the target's acknowledgement of it (milliseconds; MirrorMaker 2 checkpoint-latency-ms).";
+const LAG_HELP: &str = "Records of the source partition not yet replicated: source high watermark minus the committed position (records).";
+const INFLIGHT_HELP: &str =
+    "Record bytes read from the source and not yet acknowledged by the target (bytes).";
+const PLUGIN_CALLS_HELP: &str = "Calls into the WebAssembly plugin (calls).";
+const PLUGIN_ERRORS_HELP: &str =
+    "Plugin calls that returned an error, trapped or rejected a record (calls).";
+const PLUGIN_TIMEOUTS_HELP: &str =
+    "Plugin calls interrupted for exceeding their time limit (calls).";
+const PLUGIN_DURATION_HELP: &str = "Wall-clock duration of one plugin call (seconds).";
+const DEAD_LETTERED_HELP: &str =
+    "Records a processor failed on that were sent to the flow's dead-letter topic (records).";
+const DROPPED_HELP: &str =
+    "Records a processor failed on that were dropped under on_error = \"skip\" (records).";
+const RELOADS_HELP: &str = "Configuration reloads by result: ok (applied) or rejected (invalid; the running configuration was kept) (reloads).";
+const FLOW_UP_HELP: &str = "Whether the flow is running (1) or not (0).";
+const FLOW_STATE_HELP: &str =
+    "The flow's state: 1 for the current one of running, restarting, halted, stopped; 0 for the others.";
+
+/// Series of one replicated partition: MirrorSourceConnector's MBean plus refract's lag.
+#[derive(Debug, Clone)]
+pub struct SourcePartitionMetrics {
+    /// Count records acknowledged by the target (MM2 counts at `commitRecord`).
+    pub record_count: Counter,
+    /// Count value bytes of records read (MM2 counts at poll; keys and headers excluded).
+    pub byte_count: Counter,
+    /// Record `now − record timestamp` in ms when a record is read.
+    pub record_age_ms: Stat,
+    /// Record `now − record timestamp` in ms when the target acknowledges a record.
+    pub replication_latency_ms: Stat,
+    /// Set to source high watermark minus committed position.
+    pub replication_lag_records: Gauge,
+}
+
+/// Series of one flow.
+#[derive(Debug, Clone)]
+pub struct FlowMetrics {
+    /// Add bytes when read, subtract when acknowledged.
+    pub inflight_bytes: Gauge,
+    /// Count records sent to the dead-letter topic.
+    pub dead_lettered_records: Counter,
+    /// Count records dropped under `on_error = "skip"`.
+    pub records_dropped: Counter,
+    up: Gauge,
+    states: [(FlowState, Gauge); 4],
+}
+
+/// Lifecycle state of a flow, as exposed by `refract_flow_state{state=...}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowState {
+    /// Replicating.
+    Running,
+    /// Recovering from a failure; will run again.
+    Restarting,
+    /// Stopped by a processor failure under `on_error = "stop"`; needs attention.
+    Halted,
+    /// Stopped on purpose (shutdown or removed by a reload).
+    Stopped,
+}
+
+impl FlowState {
+    /// Every state, in exposition label order.
+    pub const ALL: [FlowState; 4] = [
+        FlowState::Running,
+        FlowState::Restarting,
+        FlowState::Halted,
+        FlowState::Stopped,
+    ];
+
+    /// The `state` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowState::Running => "running",
+            FlowState::Restarting => "restarting",
+            FlowState::Halted => "halted",
+            FlowState::Stopped => "stopped",
+        }
+    }
+}
+
+impl FlowMetrics {
+    /// Sets `refract_flow_state` to 1 for `state` and 0 for the others, and `refract_flow_up`
+    /// to 1 only when running.
+    pub fn set_state(&self, state: FlowState) {
+        for (s, gauge) in &self.states {
+            gauge.set(if *s == state { 1.0 } else { 0.0 });
+        }
+        self.up.set(if state == FlowState::Running {
+            1.0
+        } else {
+            0.0
+        });
+    }
+}
+
+/// Series of one plugin in one flow.
+#[derive(Debug, Clone)]
+pub struct PluginMetrics {
+    /// Count every call.
+    pub calls: Counter,
+    /// Count calls that failed (error, trap, rejection).
+    pub errors: Counter,
+    /// Count calls interrupted by the time limit.
+    pub timeouts: Counter,
+    /// Observe each call's duration.
+    pub call_duration: Histogram,
+}
+
+/// Outcome of a configuration reload, the `result` label of `refract_reloads_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    /// The new configuration was applied.
+    Ok,
+    /// The new configuration was invalid or failed to apply; the old one keeps running.
+    Rejected,
+}
+
+impl ReloadResult {
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReloadResult::Ok => "ok",
+            ReloadResult::Rejected => "rejected",
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers (or finds) the series of one replicated partition. `remote_topic` is the
+    /// topic's name on the target, as MirrorMaker 2 labels it.
+    pub fn source_partition(
+        &self,
+        source: &str,
+        target: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> Result<SourcePartitionMetrics, MetricsError> {
+        let partition = partition.to_string();
+        let labels = [
+            ("source", source),
+            ("target", target),
+            ("topic", remote_topic),
+            ("partition", partition.as_str()),
+        ];
+        Ok(SourcePartitionMetrics {
+            record_count: self.counter(RECORD_COUNT, RECORD_COUNT_HELP, &labels)?,
+            byte_count: self.counter(BYTE_COUNT, BYTE_COUNT_HELP, &labels)?,
+            record_age_ms: self.stat(RECORD_AGE_MS, RECORD_AGE_HELP, &labels)?,
+            replication_latency_ms: self.stat(
+                REPLICATION_LATENCY_MS,
+                REPLICATION_LATENCY_HELP,
+                &labels,
+            )?,
+            replication_lag_records: self.gauge(REPLICATION_LAG_RECORDS, LAG_HELP, &labels)?,
+        })
+    }
+
+    /// Removes the series of one replicated partition (e.g. after a topic stops matching).
+    pub fn remove_source_partition(
+        &self,
+        source: &str,
+        target: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> usize {
+        let partition = partition.to_string();
+        let labels = [
+            ("source", source),
+            ("target", target),
+            ("topic", remote_topic),
+            ("partition", partition.as_str()),
+        ];
+        self.remove(MIRROR_SOURCE_PREFIX, &labels) + self.remove(REPLICATION_LAG_RECORDS, &labels)
+    }
+
+    /// Registers (or finds) the checkpoint latency stat of one group's remote topic partition.
+    pub fn checkpoint_latency_ms(
+        &self,
+        source: &str,
+        target: &str,
+        group: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> Result<Stat, MetricsError> {
+        let partition = partition.to_string();
+        let labels = [
+            ("source", source),
+            ("target", target),
+            ("group", group),
+            ("topic", remote_topic),
+            ("partition", partition.as_str()),
+        ];
+        self.stat(CHECKPOINT_LATENCY_MS, CHECKPOINT_LATENCY_HELP, &labels)
+    }
+
+    /// Registers (or finds) the series of one flow. A new flow's state series are all 0 until
+    /// [`FlowMetrics::set_state`] is called.
+    pub fn flow(&self, flow: &str) -> Result<FlowMetrics, MetricsError> {
+        let labels = [("flow", flow)];
+        let state = |s: FlowState| {
+            self.gauge(
+                FLOW_STATE,
+                FLOW_STATE_HELP,
+                &[("flow", flow), ("state", s.as_str())],
+            )
+            .map(|g| (s, g))
+        };
+        Ok(FlowMetrics {
+            inflight_bytes: self.gauge(INFLIGHT_BYTES, INFLIGHT_HELP, &labels)?,
+            dead_lettered_records: self.counter(
+                DEAD_LETTERED_RECORDS_TOTAL,
+                DEAD_LETTERED_HELP,
+                &labels,
+            )?,
+            records_dropped: self.counter(RECORDS_DROPPED_TOTAL, DROPPED_HELP, &labels)?,
+            up: self.gauge(FLOW_UP, FLOW_UP_HELP, &labels)?,
+            states: [
+                state(FlowState::Running)?,
+                state(FlowState::Restarting)?,
+                state(FlowState::Halted)?,
+                state(FlowState::Stopped)?,
+            ],
+        })
+    }
+
+    /// Removes every `refract_*` series of a flow (its own and its plugins').
+    pub fn remove_flow(&self, flow: &str) -> usize {
+        self.remove(REFRACT_PREFIX, &[("flow", flow)])
+    }
+
+    /// Registers (or finds) the series of one plugin in one flow.
+    pub fn plugin(&self, plugin: &str, flow: &str) -> Result<PluginMetrics, MetricsError> {
+        let labels = [("plugin", plugin), ("flow", flow)];
+        Ok(PluginMetrics {
+            calls: self.counter(PLUGIN_CALLS_TOTAL, PLUGIN_CALLS_HELP, &labels)?,
+            errors: self.counter(PLUGIN_ERRORS_TOTAL, PLUGIN_ERRORS_HELP, &labels)?,
+            timeouts: self.counter(PLUGIN_TIMEOUTS_TOTAL, PLUGIN_TIMEOUTS_HELP, &labels)?,
+            call_duration: self.histogram(
+                PLUGIN_CALL_DURATION_SECONDS,
+                PLUGIN_DURATION_HELP,
+                PLUGIN_CALL_DURATION_BUCKETS,
+                &labels,
+            )?,
+        })
+    }
+
+    /// Registers (or finds) the reload counter for one result.
+    pub fn reloads(&self, result: ReloadResult) -> Result<Counter, MetricsError> {
+        self.counter(RELOADS_TOTAL, RELOADS_HELP, &[("result", result.as_str())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(text: &str) -> Vec<&str> {
+        text.lines().filter(|l| !l.starts_with('#')).collect()
+    }
+
+    #[test]
+    fn source_partition_uses_mm2_names_and_labels() {
+        let m = Metrics::new();
+        let p = m.source_partition("us", "eu", "us.orders", 3).unwrap();
+        p.record_count.inc_by(2);
+        p.byte_count.inc_by(100);
+        p.record_age_ms.record(7.0);
+        p.replication_latency_ms.record(9.0);
+        p.replication_lag_records.set_i64(5);
+        m.checkpoint_latency_ms("us", "eu", "g1", "us.orders", 3)
+            .unwrap()
+            .record(4.0);
+        let text = m.render();
+        let labels = r#"{partition="3",source="us",target="eu",topic="us.orders"}"#;
+        let want = [
+            format!("{RECORD_COUNT}{labels} 2"),
+            format!("{BYTE_COUNT}{labels} 100"),
+            format!("{RECORD_AGE_MS}_max{labels} 7"),
+            format!("{REPLICATION_LATENCY_MS}_avg{labels} 9"),
+            format!("{REPLICATION_LAG_RECORDS}{labels} 5"),
+            format!(
+                r#"{CHECKPOINT_LATENCY_MS}_min{{group="g1",partition="3",source="us",target="eu",topic="us.orders"}} 4"#
+            ),
+        ];
+        for line in &want {
+            assert!(samples(&text).contains(&line.as_str()), "{line} in\n{text}");
+        }
+        assert!(text.contains(&format!("# TYPE {RECORD_COUNT} counter\n")));
+        assert!(text.contains(&format!("# TYPE {RECORD_AGE_MS}_min gauge\n")));
+        // Registering again finds the same series.
+        m.source_partition("us", "eu", "us.orders", 3)
+            .unwrap()
+            .record_count
+            .inc();
+        assert_eq!(p.record_count.get(), 3);
+        assert_eq!(m.remove_source_partition("us", "eu", "us.orders", 3), 5);
+        assert!(!m.render().contains(RECORD_COUNT));
+        assert!(m.render().contains(CHECKPOINT_LATENCY_MS));
+    }
+
+    #[test]
+    fn flow_state_is_one_hot_and_drives_up() {
+        let m = Metrics::new();
+        let f = m.flow("a->b").unwrap();
+        f.set_state(FlowState::Halted);
+        f.set_state(FlowState::Running);
+        f.inflight_bytes.add_i64(10);
+        f.records_dropped.inc();
+        let text = m.render();
+        let state_lines: Vec<&str> = samples(&text)
+            .into_iter()
+            .filter(|l| l.starts_with(FLOW_STATE))
+            .collect();
+        assert_eq!(
+            state_lines,
+            [
+                r#"refract_flow_state{flow="a->b",state="halted"} 0"#,
+                r#"refract_flow_state{flow="a->b",state="restarting"} 0"#,
+                r#"refract_flow_state{flow="a->b",state="running"} 1"#,
+                r#"refract_flow_state{flow="a->b",state="stopped"} 0"#,
+            ]
+        );
+        assert!(samples(&text).contains(&r#"refract_flow_up{flow="a->b"} 1"#));
+        f.set_state(FlowState::Restarting);
+        assert!(samples(&m.render()).contains(&r#"refract_flow_up{flow="a->b"} 0"#));
+        let p = m.plugin("mask", "a->b").unwrap();
+        p.calls.inc();
+        m.plugin("mask", "other").unwrap();
+        // 4 state + up + inflight + dead-lettered + dropped + 4 plugin series.
+        assert_eq!(m.remove_flow("a->b"), 12);
+        assert!(!m.render().contains("a->b"));
+        assert!(m.render().contains(r#"flow="other""#));
+    }
+
+    #[test]
+    fn plugin_histogram_spans_10us_to_1s() {
+        let m = Metrics::new();
+        let p = m.plugin("mask", "f").unwrap();
+        p.call_duration
+            .observe_duration(std::time::Duration::from_micros(30));
+        let text = m.render();
+        let buckets: Vec<&str> = samples(&text)
+            .into_iter()
+            .filter(|l| l.starts_with("refract_plugin_call_duration_seconds_bucket"))
+            .collect();
+        assert_eq!(buckets.len(), PLUGIN_CALL_DURATION_BUCKETS.len() + 1);
+        assert!(buckets[0].contains(r#"le="0.00001""#) && buckets[0].ends_with(" 0"));
+        assert!(buckets[2].contains(r#"le="0.00005""#) && buckets[2].ends_with(" 1"));
+        assert!(buckets[15].contains(r#"le="1""#));
+        assert!(buckets[16].contains(r#"le="+Inf""#));
+    }
+
+    #[test]
+    fn reloads_by_result() {
+        let m = Metrics::new();
+        m.reloads(ReloadResult::Ok).unwrap().inc();
+        m.reloads(ReloadResult::Rejected).unwrap().inc_by(2);
+        let text = m.render();
+        assert!(samples(&text).contains(&r#"refract_reloads_total{result="ok"} 1"#));
+        assert!(samples(&text).contains(&r#"refract_reloads_total{result="rejected"} 2"#));
+    }
+
+    #[test]
+    fn every_refract_series_registers_together() {
+        // All families in one registry: no kind conflicts or name clashes between them.
+        let m = Metrics::new();
+        m.source_partition("s", "t", "s.x", 0).unwrap();
+        m.checkpoint_latency_ms("s", "t", "g", "s.x", 0).unwrap();
+        m.flow("f").unwrap();
+        m.plugin("p", "f").unwrap();
+        m.reloads(ReloadResult::Ok).unwrap();
+        let text = m.render();
+        let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
+        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 5 flow + 4 plugin + reloads.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 5 + 4 + 1);
+    }
+}
