@@ -275,22 +275,217 @@ fn sigterm_drains_commits_and_restarts_without_duplicates() {
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let producer = keep_producing(&a, &topic, 2, stop.clone(), sent.clone());
-    refract.wait("records flowing", || b.counts(&remote).iter().sum::<i64>() >= 100);
+    refract.wait("records flowing", || {
+        b.counts(&remote).iter().sum::<i64>() >= 100
+    });
     let started = std::time::Instant::now();
-    assert_eq!(refract.stop(), Some(0), "exit 0 on SIGTERM:\n{}", refract.log());
+    assert_eq!(
+        refract.stop(),
+        Some(0),
+        "exit 0 on SIGTERM:\n{}",
+        refract.log()
+    );
     let took = started.elapsed();
     assert!(took < Duration::from_secs(30), "stopped in {took:?}");
     let at_stop = b.counts(&remote).iter().sum::<i64>();
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(b.counts(&remote).iter().sum::<i64>(), at_stop, "nothing sent after exit");
+    assert_eq!(
+        b.counts(&remote).iter().sum::<i64>(),
+        at_stop,
+        "nothing sent after exit"
+    );
     refract.restart(&[]);
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Relaxed);
     producer.join().expect("producer");
     let total = sent.load(Ordering::Relaxed) as i64;
-    refract.wait("everything mirrored", || b.counts(&remote).iter().sum::<i64>() >= total);
+    refract.wait("everything mirrored", || {
+        b.counts(&remote).iter().sum::<i64>() >= total
+    });
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(b.counts(&remote).iter().sum::<i64>(), total, "no duplicates after a clean stop");
-    assert_eq!(b.read_all(&remote), a.read_all(&topic), "same records, same order");
+    assert_eq!(
+        b.counts(&remote).iter().sum::<i64>(),
+        total,
+        "no duplicates after a clean stop"
+    );
+    assert_eq!(
+        b.read_all(&remote),
+        a.read_all(&topic),
+        "same records, same order"
+    );
     assert!(!refract.log().contains("unclean stop"), "{}", refract.log());
+}
+
+/// A plain HTTP/1.1 request to the metrics endpoint: (status code, body).
+fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of the series `name` whose labels include all of `labels`.
+fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// `/metrics` after a known number of records: MM2's series with exact counts, lag back to 0,
+/// `/health`, `/status` and `POST /reload`.
+#[test]
+fn metrics_health_status_and_reload_endpoints() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("metered");
+    a.create_topic(&topic, 2);
+    let records = sample_records(&topic, 2, 40);
+    a.produce(&topic, &records);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let text = format!(
+        "[metrics]\nlisten = \"{addr}\"\n{}",
+        pipeline(
+            &[("a", &a), ("b", &b)],
+            &format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\n")
+        )
+    );
+    let refract = Refract::start(&text, &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("mirrored", || b.counts(&remote).iter().sum::<i64>() == 40);
+    let lag_zero = |body: &str| {
+        (0..2).all(|p| {
+            series(
+                body,
+                "refract_replication_lag_records",
+                &[("topic", &remote), ("partition", &p.to_string())],
+            ) == Some(0.0)
+        })
+    };
+    let mut body = String::new();
+    let acked = |body: &str| {
+        (0..2).all(|p| {
+            series(
+                body,
+                "kafka_connect_mirror_mirrorsourceconnector_record_count",
+                &[("topic", &remote), ("partition", &p.to_string())],
+            ) == Some(20.0)
+        })
+    };
+    let status_lag_zero = || {
+        let status: serde_json::Value =
+            serde_json::from_str(&http(&addr, "GET", "/status").1).unwrap_or_default();
+        (0..2).all(|p| status["flows"][0]["lag"][format!("{topic}[{p}]")] == 0)
+    };
+    refract.wait("every record acknowledged and the lag back to 0", || {
+        body = http(&addr, "GET", "/metrics").1;
+        acked(&body) && status_lag_zero() && lag_zero(&body)
+    });
+    for p in 0..2 {
+        let labels = [
+            ("source", "a"),
+            ("target", "b"),
+            ("topic", remote.as_str()),
+            ("partition", &p.to_string()),
+        ];
+        assert_eq!(
+            series(
+                &body,
+                "kafka_connect_mirror_mirrorsourceconnector_record_count",
+                &labels
+            ),
+            Some(20.0),
+            "{}",
+            body.lines()
+                .filter(|l| l.contains("record_count"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let value_bytes: usize = records
+            .iter()
+            .filter(|r| r.partition == p)
+            .map(|r| r.value.as_ref().map_or(0, Vec::len))
+            .sum();
+        assert_eq!(
+            series(
+                &body,
+                "kafka_connect_mirror_mirrorsourceconnector_byte_count",
+                &labels
+            ),
+            Some(value_bytes as f64),
+            "{body}"
+        );
+        // The sample records carry 2020 timestamps: their age and latency are years.
+        let latency = series(
+            &body,
+            "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_max",
+            &labels,
+        )
+        .expect("latency");
+        assert!(latency > 1e9, "{latency}");
+        assert!(series(
+            &body,
+            "kafka_connect_mirror_mirrorsourceconnector_record_age_ms_avg",
+            &labels
+        )
+        .is_some());
+    }
+    assert_eq!(
+        series(&body, "refract_flow_up", &[("flow", "a->b")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        http(&addr, "GET", "/health"),
+        (200, "a->b: running\n".to_string())
+    );
+    let (code, status) = http(&addr, "GET", "/status");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&status).expect("json");
+    assert_eq!(status["flows"][0]["flow"], "a->b");
+    // 40 records plus the heartbeats this flow mirrors from a's `heartbeats` topic.
+    assert!(
+        status["flows"][0]["records_sent"]
+            .as_u64()
+            .is_some_and(|n| n >= 40),
+        "{status}"
+    );
+    assert_eq!(
+        status["flows"][0]["lag"][format!("{topic}[0]")],
+        0,
+        "{status}"
+    );
+    let (code, reply) = http(&addr, "POST", "/reload");
+    assert_eq!((code, reply.as_str()), (200, "reloaded: nothing changed\n"));
+    let body = http(&addr, "GET", "/metrics").1;
+    assert_eq!(
+        series(&body, "refract_reloads_total", &[("result", "ok")]),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(http(&addr, "GET", "/nope").0, 404);
 }

@@ -180,3 +180,40 @@ fn verify_finds_exactly_the_partition_that_differs() {
 fn regex_escape(s: &str) -> String {
     s.replace('.', "\\.")
 }
+
+#[test]
+#[ignore]
+fn scratch_progress() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("big");
+    a.create_topic(&topic, 2);
+    let records = sample_records(&topic, 2, 30000);
+    a.produce(&topic, &records);
+    let remote = format!("a.{topic}");
+    let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], FLOW), &[]);
+    let t = std::time::Instant::now();
+    while b.counts(&remote).iter().sum::<i64>() < 30000 {
+        assert!(t.elapsed().as_secs() < 900);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    eprintln!("mirrored in {:?}", t.elapsed());
+    refract.stop();
+    let cmd = format!(
+        "{} verify --config {}",
+        refract_bin(),
+        refract.pipeline.display()
+    );
+    let t = std::time::Instant::now();
+    let o = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    eprintln!(
+        "TTY ({:?}):\n{:?}",
+        t.elapsed(),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = verify(&refract.pipeline, &[]);
+    eprintln!("NOTTY:\n{}", explain(&o));
+}

@@ -1,6 +1,7 @@
 //! `refract`: mirror Kafka topics between clusters, naming them with WebAssembly policies.
 
 mod demo;
+mod endpoints;
 mod mm2_cmds;
 mod plugin_test;
 mod verify;
@@ -25,6 +26,9 @@ use refract_plugin::{PluginLimits, PluginRuntime};
     about = "Kafka cross-cluster mirror with WebAssembly replication policies"
 )]
 struct Cli {
+    /// Log format: `text` (human-readable) or `json` (one object per line, for log shippers).
+    #[arg(long, global = true, default_value = "text")]
+    log_format: refract_telemetry::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -81,8 +85,8 @@ enum PluginCommand {
 }
 
 fn main() -> ExitCode {
-    refract_telemetry::init_logging("info");
     let cli = Cli::parse();
+    refract_telemetry::init_logging_as("info", cli.log_format);
     let result = match cli.command {
         Command::Run { pipeline, clusters } => run(&pipeline, &clusters),
         Command::Check { pipeline } => check(&pipeline),
@@ -166,6 +170,22 @@ fn run(path: &Path, targets: &[String]) -> Result<()> {
         .context("installing the SIGHUP handler")?;
     let mut mirror = Mirror::start(&pipeline, prepared, stop.clone())?;
     mirror.enable_reload(path, targets, runtime);
+    let mirror = Arc::new(mirror);
+    let _server = match pipeline.metrics_listen {
+        Some(addr) => {
+            let server = refract_telemetry::http::serve(
+                &addr.to_string(),
+                Arc::new(endpoints::MirrorEndpoints(mirror.clone())),
+            )
+            .with_context(|| format!("{}: metrics.listen", pipeline.file.display()))?;
+            tracing::info!(
+                "serving /metrics, /health, /status and POST /reload on http://{}",
+                server.local_addr()
+            );
+            Some(server)
+        }
+        None => None,
+    };
     // Like a Connect worker with a failed task, the process keeps running when a flow halts
     // (a processor with on_error = "stop" failed): the halt is logged, the other flows go on,
     // and a restart with a fixed plugin resumes the halted flow from its last commit.

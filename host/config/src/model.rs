@@ -45,6 +45,9 @@ pub struct Pipeline {
     /// Things worth logging that do not stop the pipeline: for a MirrorMaker 2 `.properties`
     /// file, the settings refract ignores and what the conversion assumed. Empty for TOML.
     pub warnings: Vec<String>,
+    /// `[metrics] listen`: the address of the HTTP endpoint (`/metrics`, `/health`, `/status`,
+    /// `POST /reload`), when set.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// One Kafka cluster and how to reach it.
@@ -360,11 +363,25 @@ impl Builder<'_> {
             }
             flows.push(f);
         }
+        let metrics_listen = match raw.metrics {
+            None => None,
+            Some(m) => Some(m.listen.get_ref().parse().map_err(|e| {
+                self.loc.error(
+                    Some(m.listen.span()),
+                    "metrics.listen",
+                    format!(
+                        "`{}` is not a socket address ({e}); use e.g. \"127.0.0.1:9464\"",
+                        m.listen.get_ref()
+                    ),
+                )
+            })?),
+        };
         Ok(Pipeline {
             file: self.loc.file.clone(),
             clusters,
             flows,
             warnings: Vec::new(),
+            metrics_listen,
         })
     }
 
@@ -1068,6 +1085,18 @@ mod mm2_settings_tests {
             let err = parse(body).unwrap_err();
             assert_eq!(err.key, key, "{body}: {err}");
         }
+        let with_metrics = Pipeline::parse(
+            Path::new("p.toml"),
+            &format!("[metrics]\nlisten = \"127.0.0.1:9464\"\n{HEAD}"),
+        )
+        .unwrap();
+        assert_eq!(with_metrics.metrics_listen.map(|a| a.port()), Some(9464));
+        let err = Pipeline::parse(
+            Path::new("p.toml"),
+            &format!("[metrics]\nlisten = \"localhost\"\n{HEAD}"),
+        )
+        .unwrap_err();
+        assert_eq!((err.key.as_str(), err.line), ("metrics.listen", Some(2)));
         // Turning off offset syncs turns off checkpoints by default.
         let p = parse("emit_offset_syncs = false").unwrap();
         assert!(!p.flows[0].emit_checkpoints);

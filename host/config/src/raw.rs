@@ -12,6 +12,13 @@ pub struct RawPipeline {
     pub clusters: BTreeMap<Spanned<String>, Spanned<RawCluster>>,
     #[serde(default)]
     pub flow: Vec<Spanned<RawFlow>>,
+    pub metrics: Option<RawMetrics>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub listen: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

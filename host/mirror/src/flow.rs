@@ -28,6 +28,7 @@ use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::progress::PartitionProgress;
 use crate::topic_configs;
+use refract_telemetry::{FlowMetrics, FlowState, Metrics, SourcePartitionMetrics};
 
 /// Header naming the clusters a record has been mirrored from, oldest first, comma-separated.
 pub const PROVENANCE_HEADER: &str = "refract.provenance";
@@ -70,6 +71,11 @@ pub struct FlowStatus {
     pub group_offsets_synced: u64,
     /// Times new plugins were swapped in while running.
     pub plugin_swaps: u64,
+    /// running, restarting, halted or stopped.
+    pub state: &'static str,
+    /// Per mirrored partition (`topic[partition]`): source records not yet acknowledged by the
+    /// target, as of the last commit.
+    pub lag: BTreeMap<String, i64>,
     /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
     pub halted: Option<String>,
     /// The last failure, if any.
@@ -78,6 +84,13 @@ pub struct FlowStatus {
 
 /// A flow's status, updated while it runs.
 pub type SharedStatus = Arc<Mutex<FlowStatus>>;
+
+/// Wall-clock milliseconds since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// Locks a mutex, recovering the data if another thread panicked while holding it.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +108,7 @@ type Token = Box<(usize, i64, bool)>;
 /// Routes delivery reports to the partition progress they belong to.
 struct DeliveryContext {
     progress: Arc<Mutex<Vec<PartitionProgress>>>,
+    metrics: Arc<Mutex<Vec<Option<SourcePartitionMetrics>>>>,
 }
 
 impl ClientContext for DeliveryContext {}
@@ -109,7 +123,20 @@ impl ProducerContext for DeliveryContext {
             return;
         };
         match result {
-            Ok(m) => p.acked(offset, primary.then(|| m.offset())),
+            Ok(m) => {
+                p.acked(offset, primary.then(|| m.offset()));
+                drop(progress);
+                if primary {
+                    if let Some(Some(metrics)) = lock(&self.metrics).get(slot) {
+                        metrics.record_count.inc();
+                        if let Some(ts) = m.timestamp().to_millis() {
+                            metrics
+                                .replication_latency_ms
+                                .record((now_ms() - ts) as f64);
+                        }
+                    }
+                }
+            }
             Err((e, _)) => p.failed(offset, e.to_string()),
         }
     }
@@ -124,6 +151,8 @@ struct Slot {
     position: Option<i64>,
     /// Last committed source offset.
     committed: Option<i64>,
+    /// Its MirrorMaker 2 series (none when the registry refused them).
+    metrics: Option<SourcePartitionMetrics>,
 }
 
 /// A flow's plugins: its policy and its processors in order.
@@ -148,6 +177,10 @@ pub struct FlowRunner {
     status: SharedStatus,
     known_outputs: Mutex<HashSet<String>>,
     reverse_heartbeats: bool,
+    metrics: Metrics,
+    flow_metrics: Option<FlowMetrics>,
+    /// Per slot, shared with the delivery callback (rebuilt on every run).
+    partition_metrics: Arc<Mutex<Vec<Option<SourcePartitionMetrics>>>>,
 }
 
 struct Clients {
@@ -213,7 +246,24 @@ impl FlowRunner {
             status,
             known_outputs: Mutex::new(HashSet::new()),
             reverse_heartbeats: false,
+            metrics: Metrics::new(),
+            flow_metrics: None,
+            partition_metrics: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Records this flow's series in `metrics` (a private registry otherwise).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.flow_metrics = metrics.flow(&self.flow.name()).ok();
+        self.metrics = metrics;
+        self
+    }
+
+    fn set_state(&self, state: FlowState) {
+        if let Some(m) = &self.flow_metrics {
+            m.set_state(state);
+        }
+        lock(&self.status).state = state.as_str();
     }
 
     /// Also emits the reverse pair's heartbeats (`target->source`) into the source cluster, as
@@ -251,7 +301,9 @@ impl FlowRunner {
     pub fn run(&self) -> Result<()> {
         let name = self.flow.name();
         let progress = Arc::new(Mutex::new(Vec::new()));
+        lock(&self.partition_metrics).clear();
         let clients = self.connect(&name, progress.clone())?;
+        self.set_state(FlowState::Running);
         if let Some(set) = lock(&self.pending_swap).take() {
             *lock(&self.plugins) = set;
         }
@@ -330,6 +382,7 @@ impl FlowRunner {
                 );
             }
             if Instant::now() >= next_commit {
+                self.update_lag(&clients, &slots, &progress);
                 self.emit_internals(&clients, &slots, &progress, &mut internals, true);
                 self.commit(&clients, &mut slots, &progress)?;
                 next_commit = Instant::now() + self.flow.commit_interval;
@@ -345,6 +398,7 @@ impl FlowRunner {
             let _ = p.flush(Duration::from_secs(5));
         }
         self.commit(&clients, &mut slots, &progress)?;
+        self.set_state(FlowState::Stopped);
         info!(flow = %name, "stopped");
         Ok(())
     }
@@ -413,7 +467,10 @@ impl FlowRunner {
             &[("linger.ms", "5")],
             &[("enable.idempotence", "true"), ("acks", "all")],
         )
-        .create_with_context(DeliveryContext { progress })
+        .create_with_context(DeliveryContext {
+            progress,
+            metrics: self.partition_metrics.clone(),
+        })
         .with_context(|| {
             format!(
                 "flow {name}: creating the producer for target cluster {}",
@@ -556,12 +613,23 @@ impl FlowRunner {
                 if entry[p].is_none() {
                     entry[p] = Some(slots.slots.len());
                     added.push(slots.slots.len());
+                    let metrics = self
+                        .metrics
+                        .source_partition(
+                            &self.source.alias,
+                            &self.target.alias,
+                            &route.remote_topic,
+                            partition,
+                        )
+                        .ok();
+                    lock(&self.partition_metrics).push(metrics.clone());
                     slots.slots.push(Slot {
                         topic: route.source_topic.clone(),
                         remote: route.remote_topic.clone(),
                         partition,
                         position: None,
                         committed: None,
+                        metrics,
                     });
                     lock(progress).push(if self.flow.emit_offset_syncs {
                         PartitionProgress::tracking_pairs()
@@ -705,6 +773,13 @@ impl FlowRunner {
             }
             slot.position = Some(offset + 1);
             polled += 1;
+            if let Some(m) = &slot.metrics {
+                m.byte_count
+                    .inc_by(msg.payload().map_or(0, <[u8]>::len) as u64);
+                if let Some(ts) = msg.timestamp().to_millis() {
+                    m.record_age_ms.record((now_ms() - ts) as f64);
+                }
+            }
             if polled % 64 == 0 {
                 // Serve delivery reports as we go, so acknowledged records leave the producer
                 // queue promptly (as a plain consume→produce loop does).
@@ -892,6 +967,10 @@ impl FlowRunner {
             }
             // Serve delivery reports between runs, as the unprocessed path does while polling.
             clients.producer.poll(Duration::ZERO);
+            if let Some(m) = &self.flow_metrics {
+                m.dead_lettered_records.inc_by(out.dead.len() as u64);
+                m.records_dropped.inc_by(out.skipped);
+            }
             let mut status = lock(&self.status);
             status.records_dropped += out.dropped;
             status.records_skipped += out.skipped;
@@ -1197,6 +1276,48 @@ impl FlowRunner {
         }
     }
 
+    /// Per partition: the source's high watermark (as of the consumer's last fetch, no request)
+    /// minus the position after the last record the target acknowledged.
+    fn update_lag(
+        &self,
+        clients: &Clients,
+        slots: &Slots,
+        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+    ) {
+        let progress = lock(progress);
+        let mut lag = BTreeMap::new();
+        for (i, slot) in slots.slots.iter().enumerate() {
+            // librdkafka only knows a partition's watermark after a fetch answered for it.
+            let Some(high) = cached_high_watermark(&clients.consumer, &slot.topic, slot.partition)
+                .or_else(|| {
+                    clients
+                        .consumer
+                        .fetch_watermarks(&slot.topic, slot.partition, Duration::from_secs(1))
+                        .ok()
+                        .map(|(_, high)| high)
+                })
+            else {
+                debug!(flow = %self.flow.name(), "lag of {}[{}]: no high watermark", slot.topic, slot.partition);
+                continue;
+            };
+            let done = progress[i]
+                .committable()
+                .or(slot.committed)
+                .or(slot.position);
+            let Some(done) = done else {
+                debug!(flow = %self.flow.name(), "lag of {}[{}]: no position", slot.topic, slot.partition);
+                continue;
+            };
+            let behind = (high - done).max(0);
+            if let Some(m) = &slot.metrics {
+                m.replication_lag_records.set_i64(behind);
+            }
+            lag.insert(format!("{}[{}]", slot.topic, slot.partition), behind);
+        }
+        drop(progress);
+        lock(&self.status).lag = lag;
+    }
+
     /// Copies the literal topic ACLs of mirrored topics to their remote topics (MM2's rules).
     fn sync_acls(&self, clients: &Clients, plan: &TopicPlan, internals: &mut Internals) {
         internals.next_acl_sync = Instant::now() + self.flow.sync_topic_acls_interval;
@@ -1237,10 +1358,18 @@ impl FlowRunner {
     pub fn record_failure(&self, error: &anyhow::Error) {
         let mut status = lock(&self.status);
         status.last_error = Some(format!("{error:#}"));
-        match error.downcast_ref::<crate::chain::Halt>() {
-            Some(halt) => status.halted = Some(halt.to_string()),
-            None => status.restarts += 1,
-        }
+        let state = match error.downcast_ref::<crate::chain::Halt>() {
+            Some(halt) => {
+                status.halted = Some(halt.to_string());
+                FlowState::Halted
+            }
+            None => {
+                status.restarts += 1;
+                FlowState::Restarting
+            }
+        };
+        drop(status);
+        self.set_state(state);
     }
 }
 
@@ -1341,6 +1470,24 @@ pub fn stamp_after(previous: Option<&str>, source: &str, target: &str) -> Option
             }
         }
     }
+}
+
+/// The high watermark librdkafka last saw for a partition in a fetch response (no request).
+fn cached_high_watermark(consumer: &BaseConsumer, topic: &str, partition: i32) -> Option<i64> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the consumer is alive for the call; the out-pointers are valid locals.
+    let err = unsafe {
+        rdkafka_sys::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some(high)
 }
 
 #[cfg(test)]

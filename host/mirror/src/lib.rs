@@ -24,6 +24,7 @@ use tracing::{error, info};
 
 use refract_config::{Flow, OnError, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
+use refract_telemetry::{FlowState, Metrics, ReloadResult};
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
 pub use checkpoint::CheckpointRunner;
@@ -142,6 +143,7 @@ pub struct Mirror {
     flows: Mutex<Vec<RunningFlow>>,
     reload: Option<ReloadContext>,
     stats: Mutex<ReloadStats>,
+    metrics: Metrics,
 }
 
 fn fingerprint(pipeline: &Pipeline, flow: &Flow) -> String {
@@ -188,15 +190,17 @@ impl Mirror {
         prepared: Vec<PreparedFlow>,
         stop: Arc<AtomicBool>,
     ) -> Result<Self> {
+        let metrics = Metrics::new();
         let mut flows = Vec::new();
         for p in prepared {
-            flows.push(start_flow(pipeline, p)?);
+            flows.push(start_flow(pipeline, p, &metrics)?);
         }
         Ok(Self {
             stop,
             flows: Mutex::new(flows),
             reload: None,
             stats: Mutex::new(ReloadStats::default()),
+            metrics,
         })
     }
 
@@ -216,6 +220,20 @@ impl Mirror {
             .iter()
             .map(|f| (f.name.clone(), flow::lock(&f.status).clone()))
             .collect()
+    }
+
+    /// The registry every flow records its series in (for `/metrics`).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Whether every flow is running (not restarting, halted or stopped).
+    pub fn healthy(&self) -> bool {
+        let flows = flow::lock(&self.flows);
+        !flows.is_empty()
+            && flows
+                .iter()
+                .all(|f| flow::lock(&f.status).state == FlowState::Running.as_str())
     }
 
     /// Reload counts.
@@ -242,6 +260,14 @@ impl Mirror {
     /// changes nothing. Returns a summary of what changed.
     pub fn reload(&self) -> Result<String> {
         let result = self.try_reload();
+        let outcome = if result.is_ok() {
+            ReloadResult::Ok
+        } else {
+            ReloadResult::Rejected
+        };
+        if let Ok(counter) = self.metrics.reloads(outcome) {
+            counter.inc();
+        }
         let mut stats = flow::lock(&self.stats);
         match &result {
             Ok(summary) => {
@@ -315,7 +341,7 @@ impl Mirror {
         }
         let mut replaced = Vec::new();
         for (i, p) in rebuild {
-            let old = std::mem::replace(&mut flows[i], start_flow(&pipeline, p)?);
+            let old = std::mem::replace(&mut flows[i], start_flow(&pipeline, p, &self.metrics)?);
             replaced.push(old);
         }
         for old in replaced {
@@ -324,11 +350,13 @@ impl Mirror {
         }
         for &i in remove.iter().rev() {
             let old = flows.remove(i);
-            summary.push(format!("removed {}", old.name));
+            let name = old.name.clone();
+            summary.push(format!("removed {name}"));
             join(old);
+            self.metrics.remove_flow(&name);
         }
         for p in add {
-            let f = start_flow(&pipeline, p)?;
+            let f = start_flow(&pipeline, p, &self.metrics)?;
             summary.push(format!("added {}", f.name));
             flows.push(f);
         }
@@ -339,7 +367,7 @@ impl Mirror {
     }
 
     /// Asks every flow to stop, waits for them to flush and commit.
-    pub fn stop(self) {
+    pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
         let flows = std::mem::take(&mut *flow::lock(&self.flows));
         for f in &flows {
@@ -374,7 +402,7 @@ fn prepare_one(
 }
 
 /// Starts a flow's threads (records; checkpoints when enabled) with a stop flag of its own.
-fn start_flow(pipeline: &Pipeline, p: PreparedFlow) -> Result<RunningFlow> {
+fn start_flow(pipeline: &Pipeline, p: PreparedFlow, metrics: &Metrics) -> Result<RunningFlow> {
     let name = p.flow.name();
     let stop = Arc::new(AtomicBool::new(false));
     let fingerprint = fingerprint(pipeline, &p.flow);
@@ -417,7 +445,8 @@ fn start_flow(pipeline: &Pipeline, p: PreparedFlow) -> Result<RunningFlow> {
             stop.clone(),
             status.clone(),
         )
-        .with_reverse_heartbeats(reverse),
+        .with_reverse_heartbeats(reverse)
+        .with_metrics(metrics.clone()),
     );
     let thread_runner = runner.clone();
     let thread_stop = stop.clone();

@@ -352,8 +352,6 @@ impl PartitionRead {
 /// Mirrored partitions of one flow with their watermarks, and the clients to read them.
 struct FlowPlan {
     report: FlowReport,
-    source_alias: String,
-    target_alias: String,
     source_client: BaseConsumer,
     target_client: BaseConsumer,
     /// (source topic, remote topic, partition, index into `target`).
@@ -433,8 +431,6 @@ impl FlowPlan {
                 skipped_heartbeats: Vec::new(),
                 partitions: Vec::new(),
             },
-            source_alias: flow.source.clone(),
-            target_alias: flow.target.clone(),
             source_client,
             target_client,
             entries: Vec::new(),
@@ -504,7 +500,7 @@ impl FlowPlan {
                 Reader {
                     client: &self.source_client,
                     parts: &mut self.source,
-                    cluster: &self.source_alias,
+                    cluster: &self.report.source,
                     counter,
                     abort: &abort,
                 },
@@ -515,7 +511,7 @@ impl FlowPlan {
                 Reader {
                     client: &self.target_client,
                     parts: &mut self.target,
-                    cluster: &self.target_alias,
+                    cluster: &self.report.target,
                     counter,
                     abort: &abort,
                 },
@@ -613,7 +609,8 @@ fn read_partitions(reader: Reader<'_>) -> Result<()> {
     let mut last_progress = Instant::now();
     while parts.iter().any(|p| !p.finished) {
         if abort.load(Ordering::Relaxed) {
-            bail!("stopped reading {cluster}: the other side failed");
+            // The other side failed; its error is the one reported.
+            return Ok(());
         }
         let before = counter.load(Ordering::Relaxed);
         match client.poll(Duration::from_millis(100)) {

@@ -578,7 +578,8 @@ impl Metrics {
     }
 
     /// Removes the series of every family whose name starts with `name_prefix` and whose labels
-    /// include all of `labels`; returns how many series went away. Handles to removed series
+    /// include all of `labels` (a stat matches by its registered name, and its four exposed
+    /// families go together); returns how many series went away. Handles to removed series
     /// keep working but are no longer rendered; registering them again starts a fresh series.
     pub fn remove(&self, name_prefix: &str, labels: &[(&str, &str)]) -> usize {
         let mut families = self.lock();
