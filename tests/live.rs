@@ -488,4 +488,19 @@ fn metrics_health_status_and_reload_endpoints() {
         "{body}"
     );
     assert_eq!(http(&addr, "GET", "/nope").0, 404);
+    // `refract status` reads the same endpoint.
+    let out = refract_cmd(&[
+        "status",
+        "--config",
+        refract.pipeline.to_str().expect("path"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("flow a->b: running"), "{text}");
+    assert!(text.contains("lag 0 records over"), "{text}");
+    assert!(text.contains(&format!("{topic} -> {remote}")), "{text}");
+}
+
+fn refract_cmd(args: &[&str]) -> std::process::Output {
+    support::refract(args)
 }

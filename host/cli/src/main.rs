@@ -4,6 +4,7 @@ mod demo;
 mod endpoints;
 mod mm2_cmds;
 mod plugin_test;
+mod status_cmd;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,9 @@ enum Command {
     Topology(mm2_cmds::Topology),
     /// Print the pipeline TOML equivalent to a MirrorMaker 2 properties file.
     Convert(mm2_cmds::Convert),
+    /// One screen per flow: state, topics, lag, rates, last error (from the running process's
+    /// `[metrics] listen` endpoint, else the lag read from the clusters).
+    Status(status_cmd::Status),
     /// Compare every mirrored partition with its source (counts and a checksum of the records
     /// present at the start); exits 1 when any differs.
     Verify(verify::Verify),
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
         } => t.run(),
         Command::Topology(t) => t.run(),
         Command::Convert(c) => c.run(),
+        Command::Status(s) => s.run(),
         Command::Verify(v) => match v.run() {
             Ok(false) => return ExitCode::from(1),
             other => other.map(drop),

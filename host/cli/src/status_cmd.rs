@@ -1,0 +1,173 @@
+//! `refract status`: one screen per flow from the running process (`/status` on the pipeline's
+//! `[metrics] listen` address), or, when no process answers, the lag read from the clusters.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+use serde_json::Value;
+
+use refract_config::{ClientRole, Pipeline};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `refract status`.
+#[derive(clap::Args)]
+pub struct Status {
+    /// The pipeline file.
+    #[arg(long)]
+    config: PathBuf,
+}
+
+fn get(addr: &str, path: &str) -> Result<String> {
+    let mut s = std::net::TcpStream::connect_timeout(
+        &addr.parse().context("address")?,
+        Duration::from_secs(2),
+    )?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+impl Status {
+    pub fn run(&self) -> Result<()> {
+        let pipeline = Pipeline::load(&self.config)?;
+        if let Some(addr) = pipeline.metrics_listen {
+            let addr = addr.to_string();
+            match get(&addr, "/status") {
+                Ok(first) => {
+                    // Two samples a second apart give the rates.
+                    std::thread::sleep(Duration::from_secs(1));
+                    let second = get(&addr, "/status").unwrap_or_else(|_| first.clone());
+                    let a: Value = serde_json::from_str(&first).context("parsing /status")?;
+                    let b: Value = serde_json::from_str(&second).context("parsing /status")?;
+                    print_live(&addr, &a, &b);
+                    return Ok(());
+                }
+                Err(e) => println!("no refract answers on {addr} ({e}); reading the clusters\n"),
+            }
+        } else {
+            println!(
+                "no [metrics] listen in {}: reading the clusters\n",
+                self.config.display()
+            );
+        }
+        self.offline(&pipeline)
+    }
+
+    /// Lag per mirrored partition from the flow's committed progress on the source.
+    fn offline(&self, pipeline: &Pipeline) -> Result<()> {
+        for flow in &pipeline.flows {
+            let source = &pipeline.clusters[&flow.source];
+            let mut config = ClientConfig::new();
+            for (k, v) in source.client_config(ClientRole::Consumer) {
+                config.set(k, v);
+            }
+            config.set("group.id", refract_mirror::progress_group(flow));
+            config.set("enable.auto.commit", "false");
+            let consumer: BaseConsumer = config
+                .create()
+                .with_context(|| format!("connecting to {}", flow.source))?;
+            let metadata = consumer.fetch_metadata(None, TIMEOUT)?;
+            let mut tpl = TopicPartitionList::new();
+            for t in metadata.topics() {
+                if flow.topics.should_replicate(t.name()) {
+                    for p in t.partitions() {
+                        tpl.add_partition(t.name(), p.id());
+                    }
+                }
+            }
+            println!(
+                "flow {}  (state unknown: no running process answered)",
+                flow.name()
+            );
+            if tpl.count() == 0 {
+                println!("  no matching topics on {}", flow.source);
+                continue;
+            }
+            let committed = consumer.committed_offsets(tpl, TIMEOUT)?;
+            let mut total = 0i64;
+            for e in committed.elements() {
+                let (low, high) = consumer.fetch_watermarks(e.topic(), e.partition(), TIMEOUT)?;
+                let done = match e.offset() {
+                    Offset::Offset(o) => o,
+                    _ => low,
+                };
+                let lag = (high - done).max(0);
+                total += lag;
+                println!("  {}[{}]  lag {lag}", e.topic(), e.partition());
+            }
+            println!("  total lag {total} records\n");
+        }
+        Ok(())
+    }
+}
+
+fn print_live(addr: &str, first: &Value, second: &Value) {
+    println!(
+        "refract at {addr}: {}  (reloads ok {}, rejected {})",
+        if second["healthy"] == true {
+            "healthy"
+        } else {
+            "NOT healthy"
+        },
+        second["reloads"]["ok"],
+        second["reloads"]["rejected"]
+    );
+    let empty = Vec::new();
+    for flow in second["flows"].as_array().unwrap_or(&empty) {
+        let name = flow["flow"].as_str().unwrap_or("?");
+        let before = first["flows"]
+            .as_array()
+            .and_then(|f| f.iter().find(|x| x["flow"] == flow["flow"]))
+            .and_then(|f| f["records_sent"].as_u64())
+            .unwrap_or(0);
+        let rate = flow["records_sent"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(before);
+        println!();
+        println!("flow {name}: {}", flow["state"].as_str().unwrap_or("?"));
+        println!(
+            "  records sent {}  ({rate} rec/s)  dropped {}  dead-lettered {}  restarts {}  plugin swaps {}",
+            flow["records_sent"], flow["records_dropped"], flow["records_dead_lettered"], flow["restarts"], flow["plugin_swaps"]
+        );
+        println!(
+            "  offset syncs {}  checkpoints {}  heartbeats {}  group offsets synced {}",
+            flow["offset_syncs"],
+            flow["checkpoints"],
+            flow["heartbeats"],
+            flow["group_offsets_synced"]
+        );
+        if let Some(topics) = flow["topics"].as_object() {
+            for (source, remote) in topics {
+                println!("  {source} -> {}", remote.as_str().unwrap_or("?"));
+            }
+        }
+        if let Some(lag) = flow["lag"].as_object() {
+            let total: i64 = lag.values().filter_map(Value::as_i64).sum();
+            println!("  lag {total} records over {} partitions", lag.len());
+            for (partition, n) in lag.iter().filter(|(_, n)| n.as_i64().unwrap_or(0) > 0) {
+                println!("    {partition}  {n}");
+            }
+        }
+        if let Some(e) = flow["halted"].as_str() {
+            println!("  HALTED: {e}");
+        }
+        if let Some(e) = flow["last_error"].as_str() {
+            println!("  last error: {e}");
+        }
+    }
+}
