@@ -372,7 +372,7 @@ fn metrics_health_status_and_reload_endpoints() {
         "[metrics]\nlisten = \"{addr}\"\n{}",
         pipeline(
             &[("a", &a), ("b", &b)],
-            &format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\n")
+            &format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\nprocessors = [{{ plugin = \"builtin:filter\", config = {{ action = \"keep\", topic = \".*\" }} }}]\n")
         )
     );
     let refract = Refract::start(&text, &[]);
@@ -458,6 +458,23 @@ fn metrics_health_status_and_reload_endpoints() {
     assert_eq!(
         series(&body, "refract_flow_up", &[("flow", "a->b")]),
         Some(1.0)
+    );
+    let calls = series(&body, "refract_plugin_calls_total", &[("flow", "a->b")]).unwrap_or(0.0);
+    assert!(
+        calls >= 2.0,
+        "one call per batch, at least one per partition: {body}"
+    );
+    assert_eq!(
+        series(&body, "refract_plugin_errors_total", &[("flow", "a->b")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        series(
+            &body,
+            "refract_plugin_call_duration_seconds_count",
+            &[("flow", "a->b")]
+        ),
+        Some(calls)
     );
     assert_eq!(
         http(&addr, "GET", "/health"),

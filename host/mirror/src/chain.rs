@@ -3,6 +3,7 @@
 
 use refract_config::OnError;
 use refract_plugin::{Header, KafkaRecord, Outcome, PluginError, Processor, RecordBatch};
+use refract_telemetry::{Metrics, PluginMetrics};
 use tracing::warn;
 
 /// A record on its way to the target, remembering the source offset it came from.
@@ -67,6 +68,27 @@ pub struct Halt {
 struct Stage {
     processor: Processor,
     on_error: OnError,
+    metrics: Option<PluginMetrics>,
+}
+
+impl Stage {
+    /// One call into the plugin, counted and timed.
+    fn process(&mut self, batch: &RecordBatch) -> Result<Vec<Outcome>, PluginError> {
+        let started = std::time::Instant::now();
+        let result = self.processor.process(batch);
+        if let Some(m) = &self.metrics {
+            m.calls.inc();
+            m.call_duration.observe_duration(started.elapsed());
+            if let Err(e) = &result {
+                m.errors.inc();
+                if matches!(e, PluginError::Trap { reason, .. } if reason.contains("call deadline"))
+                {
+                    m.timeouts.inc();
+                }
+            }
+        }
+        result
+    }
 }
 
 /// The processors of one flow, each with its own live instance.
@@ -85,9 +107,18 @@ impl Chain {
                 .map(|(processor, on_error)| Stage {
                     processor,
                     on_error,
+                    metrics: None,
                 })
                 .collect(),
         }
+    }
+
+    /// Counts and times every plugin call in `metrics`, labelled with the plugin and `flow`.
+    pub fn with_metrics(mut self, metrics: &Metrics, flow: &str) -> Self {
+        for stage in &mut self.stages {
+            stage.metrics = metrics.plugin(stage.processor.plugin().name(), flow).ok();
+        }
+        self
     }
 
     /// Whether the chain has no processors.
@@ -119,7 +150,7 @@ impl Chain {
                     .map_or(items.len(), |n| start + n);
                 let run = &items[start..end];
                 let batch = to_batch(&self.source_cluster, source_topic, &topic, run);
-                match stage.processor.process(&batch) {
+                match stage.process(&batch) {
                     Ok(outcomes) => {
                         for (item, outcome) in run.iter().zip(outcomes) {
                             apply(
@@ -286,7 +317,7 @@ fn fail_run(
             target_topic,
             std::slice::from_ref(item),
         );
-        match stage.processor.process(&single) {
+        match stage.process(&single) {
             Ok(mut outcomes) => match outcomes.pop() {
                 Some(outcome) => apply(stage, source_topic, source_partition, item, outcome, out)?,
                 None => fail_item(

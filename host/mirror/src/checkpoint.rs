@@ -23,6 +23,8 @@ use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 use crate::clients::{client_config, create_topic, list_topics, REQUEST_TIMEOUT};
 use crate::flow::{lock, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
+use refract_telemetry::Metrics;
+
 use crate::mm2::{
     is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore, Translation,
 };
@@ -35,6 +37,7 @@ pub struct CheckpointRunner {
     plugin: Arc<PolicyPlugin>,
     stop: Arc<AtomicBool>,
     status: SharedStatus,
+    metrics: Metrics,
 }
 
 struct Clients {
@@ -87,7 +90,14 @@ impl CheckpointRunner {
             plugin,
             stop,
             status,
+            metrics: Metrics::new(),
         }
+    }
+
+    /// Records checkpoint latency (MM2's `checkpoint-latency-ms`) in `metrics`.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The thread name: `checkpoints A->B`.
@@ -393,6 +403,7 @@ impl CheckpointRunner {
             return Ok(());
         }
         let mut emitted = 0u64;
+        let mut written: Vec<(String, String, i32, Instant)> = Vec::new();
         for group in state.groups.clone() {
             let committed = match self
                 .group_client(state, false, &group)
@@ -444,6 +455,12 @@ impl CheckpointRunner {
                     )
                     .map_err(|(e, _)| anyhow::anyhow!("writing a checkpoint: {e}"))?;
                 debug!(flow = %self.flow.name(), "checkpoint {group} {}[{partition}] {upstream} -> {downstream}", checkpoint.topic);
+                written.push((
+                    checkpoint.group.clone(),
+                    checkpoint.topic.clone(),
+                    partition,
+                    Instant::now(),
+                ));
                 state.checkpoints.insert(checkpoint);
                 emitted += 1;
             }
@@ -452,6 +469,17 @@ impl CheckpointRunner {
             .producer
             .flush(REQUEST_TIMEOUT)
             .context("waiting for checkpoints to be acknowledged")?;
+        for (group, topic, partition, created) in written {
+            if let Ok(stat) = self.metrics.checkpoint_latency_ms(
+                &self.source.alias,
+                &self.target.alias,
+                &group,
+                &topic,
+                partition,
+            ) {
+                stat.record(created.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
         lock(&self.status).checkpoints += emitted;
         Ok(())
     }

@@ -295,6 +295,7 @@ impl FlowRunner {
                 .map(|(p, on_error)| (Processor::new(p.clone()), *on_error))
                 .collect(),
         )
+        .with_metrics(&self.metrics, &self.flow.name())
     }
 
     /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).

@@ -425,7 +425,8 @@ fn start_flow(pipeline: &Pipeline, p: PreparedFlow, metrics: &Metrics) -> Result
             p.policy.clone(),
             stop.clone(),
             status.clone(),
-        );
+        )
+        .with_metrics(metrics.clone());
         let thread_stop = stop.clone();
         let thread_name = checkpoints.name();
         handles.push(
