@@ -521,3 +521,34 @@ fn metrics_health_status_and_reload_endpoints() {
 fn refract_cmd(args: &[&str]) -> std::process::Output {
     support::refract(args)
 }
+
+/// Migration mode: `run --until-caught-up` mirrors everything, verifies and exits 0; the target
+/// holds exactly the source's records.
+#[test]
+fn until_caught_up_mirrors_verifies_and_exits() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("migrate");
+    a.create_topic(&topic, 2);
+    let records = sample_records(&topic, 2, 300);
+    a.produce(&topic, &records);
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = write_pipeline(
+        dir.path(),
+        &pipeline(
+            &[("a", &a), ("b", &b)],
+            &format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\n"),
+        ),
+    );
+    let out = refract_cmd(&["run", path.to_str().expect("path"), "--until-caught-up"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("caught up"), "{stderr}");
+    let remote = format!("a.{topic}");
+    assert_eq!(b.read_all(&remote), by_partition(&records, 2));
+    assert!(
+        !stdout.contains("MISMATCH") && stdout.contains(&remote),
+        "{stdout}"
+    );
+}

@@ -43,6 +43,11 @@ enum Command {
         /// Run only the flows whose target is one of these clusters (MirrorMaker 2's dedicated mode).
         #[arg(long, num_args = 1..)]
         clusters: Vec<String>,
+        /// Migration mode: mirror until every partition is caught up (progress and ETA on
+        /// stderr), stop cleanly, verify source against target like `refract verify`, and exit
+        /// (0 when everything matches, 1 when something differs).
+        #[arg(long)]
+        until_caught_up: bool,
     },
     /// Validate a pipeline and load every plugin it names; exits non-zero on the first error.
     Check {
@@ -92,7 +97,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     refract_telemetry::init_logging_as("info", cli.log_format);
     let result = match cli.command {
-        Command::Run { pipeline, clusters } => run(&pipeline, &clusters),
+        Command::Run {
+            pipeline,
+            clusters,
+            until_caught_up,
+        } => match run(&pipeline, &clusters, until_caught_up) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => Err(e),
+        },
         Command::Check { pipeline } => check(&pipeline),
         Command::Demo => demo::run(),
         Command::Plugin {
@@ -159,7 +172,8 @@ fn check(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn run(path: &Path, targets: &[String]) -> Result<()> {
+/// Runs the pipeline; with `until_caught_up`, returns whether the final verification matched.
+fn run(path: &Path, targets: &[String], until_caught_up: bool) -> Result<bool> {
     let pipeline = Pipeline::load(path)?;
     for warning in &pipeline.warnings {
         tracing::warn!("{warning}");
@@ -197,8 +211,14 @@ fn run(path: &Path, targets: &[String]) -> Result<()> {
     // The pipeline file and every plugin file are watched: a change (or SIGHUP) reloads.
     let mut stamps = file_stamps(&mirror.watched_files());
     let mut next_check = std::time::Instant::now() + WATCH_INTERVAL;
+    let mut catch_up = until_caught_up.then(CatchUp::new);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(200));
+        if let Some(c) = catch_up.as_mut() {
+            if c.check(&mirror) {
+                break;
+            }
+        }
         let now = std::time::Instant::now();
         let changed = if hup.swap(false, Ordering::Relaxed) {
             tracing::info!("SIGHUP: reloading");
@@ -223,5 +243,85 @@ fn run(path: &Path, targets: &[String]) -> Result<()> {
     }
     tracing::info!("shutting down");
     mirror.stop();
-    Ok(())
+    if let Some(c) = catch_up {
+        c.finish();
+        eprintln!("caught up; verifying source against target");
+        return verify::Verify::whole_pipeline(path.to_path_buf()).run();
+    }
+    Ok(true)
+}
+
+/// Progress of `run --until-caught-up`: total lag over time, an ETA, and when it is done.
+struct CatchUp {
+    started: std::time::Instant,
+    first_lag: Option<i64>,
+    zero_since: Option<std::time::Instant>,
+    last_print: std::time::Instant,
+    tty: bool,
+}
+
+impl CatchUp {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            started: std::time::Instant::now(),
+            first_lag: None,
+            zero_since: None,
+            last_print: std::time::Instant::now(),
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// Whether every flow runs, knows its partitions and has nothing left to mirror (for a
+    /// couple of seconds, so a commit in flight is not mistaken for the end).
+    fn check(&mut self, mirror: &Mirror) -> bool {
+        let status = mirror.status();
+        let ready = !status.is_empty()
+            && status
+                .iter()
+                .all(|(_, s)| s.state == "running" && (s.routes.is_empty() || !s.lag.is_empty()));
+        let lag: i64 = status.iter().flat_map(|(_, s)| s.lag.values()).sum();
+        let sent: u64 = status.iter().map(|(_, s)| s.records_sent).sum();
+        if ready && self.first_lag.is_none() {
+            self.first_lag = Some(lag);
+        }
+        let now = std::time::Instant::now();
+        let every = if self.tty {
+            Duration::from_millis(250)
+        } else {
+            Duration::from_secs(10)
+        };
+        if now.duration_since(self.last_print) >= every {
+            self.last_print = now;
+            let elapsed = self.started.elapsed().as_secs_f64().max(0.001);
+            let rate = sent as f64 / elapsed;
+            let eta = if rate > 0.0 && lag > 0 {
+                format!("{:.0} s", lag as f64 / rate)
+            } else {
+                "-".into()
+            };
+            let first = self.first_lag.unwrap_or(lag).max(1);
+            let done = 100.0 * (1.0 - lag as f64 / first as f64).clamp(0.0, 1.0);
+            let line = format!(
+                "catching up: {sent} records mirrored, {lag} to go ({done:.0}%), {rate:.0} rec/s, ETA {eta}"
+            );
+            if self.tty {
+                eprint!("\r{line}\x1b[K");
+            } else {
+                eprintln!("{line}");
+            }
+        }
+        if ready && lag == 0 {
+            let since = *self.zero_since.get_or_insert(now);
+            return now.duration_since(since) >= Duration::from_secs(2);
+        }
+        self.zero_since = None;
+        false
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
 }

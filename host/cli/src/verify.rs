@@ -28,6 +28,15 @@ pub struct Verify {
 }
 
 impl Verify {
+    /// Every flow and topic of the pipeline at `config` (what `run --until-caught-up` checks).
+    pub fn whole_pipeline(config: PathBuf) -> Self {
+        Self {
+            config,
+            topics: Vec::new(),
+            flow: None,
+        }
+    }
+
     /// Verifies and prints the result; Ok(false) when some partition differs.
     pub fn run(&self) -> Result<bool> {
         let pipeline = Pipeline::load(&self.config)?;
