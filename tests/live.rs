@@ -459,6 +459,11 @@ fn metrics_health_status_and_reload_endpoints() {
         series(&body, "refract_flow_up", &[("flow", "a->b")]),
         Some(1.0)
     );
+    assert_eq!(
+        series(&body, "refract_inflight_bytes", &[("flow", "a->b")]),
+        Some(0.0),
+        "all acknowledged"
+    );
     let calls = series(&body, "refract_plugin_calls_total", &[("flow", "a->b")]).unwrap_or(0.0);
     assert!(
         calls >= 2.0,

@@ -28,7 +28,7 @@ use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::progress::PartitionProgress;
 use crate::topic_configs;
-use refract_telemetry::{FlowMetrics, FlowState, Metrics, SourcePartitionMetrics};
+use refract_telemetry::{FlowMetrics, FlowState, Gauge, Metrics, SourcePartitionMetrics};
 
 /// Header naming the clusters a record has been mirrored from, oldest first, comma-separated.
 pub const PROVENANCE_HEADER: &str = "refract.provenance";
@@ -109,6 +109,8 @@ type Token = Box<(usize, i64, bool)>;
 struct DeliveryContext {
     progress: Arc<Mutex<Vec<PartitionProgress>>>,
     metrics: Arc<Mutex<Vec<Option<SourcePartitionMetrics>>>>,
+    /// Value bytes handed to the producer and not yet acknowledged or failed.
+    inflight: Option<Gauge>,
 }
 
 impl ClientContext for DeliveryContext {}
@@ -118,6 +120,14 @@ impl ProducerContext for DeliveryContext {
 
     fn delivery(&self, result: &DeliveryResult<'_>, token: Token) {
         let (slot, offset, primary) = *token;
+        // Heartbeats and offset syncs (NO_SLOT) are not counted in flight.
+        if let Some(g) = self.inflight.as_ref().filter(|_| slot != NO_SLOT) {
+            let len = match result {
+                Ok(m) => m.payload().map_or(0, <[u8]>::len),
+                Err((_, m)) => m.payload().map_or(0, <[u8]>::len),
+            };
+            g.add(-(len as f64));
+        }
         let mut progress = lock(&self.progress);
         let Some(p) = progress.get_mut(slot) else {
             return;
@@ -471,6 +481,7 @@ impl FlowRunner {
         .create_with_context(DeliveryContext {
             progress,
             metrics: self.partition_metrics.clone(),
+            inflight: self.flow_metrics.as_ref().map(|m| m.inflight_bytes.clone()),
         })
         .with_context(|| {
             format!(
@@ -1424,9 +1435,15 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
     record.payload = output.value;
     record.timestamp = output.timestamp;
     record.headers = output.headers;
+    let len = record.payload.map_or(0, <[u8]>::len);
     loop {
         match clients.producer.send(record) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                if let Some(g) = &clients.producer.context().inflight {
+                    g.add(len as f64);
+                }
+                return Ok(());
+            }
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                 record = back;
                 clients.producer.poll(Duration::from_millis(1));
