@@ -557,3 +557,32 @@ fn until_caught_up_mirrors_verifies_and_exits() {
         "{stdout}"
     );
 }
+
+/// `--log-format json`: every log line is one JSON object with a level and a message.
+#[test]
+fn json_logs() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let mut refract = Refract::start(
+        &pipeline(
+            &[("a", &a), ("b", &b)],
+            "[[flow]]\nsource = \"a\"\ntarget = \"b\"\nreplication_factor = 1\n",
+        ),
+        &["--log-format", "json"],
+    );
+    refract.wait("the flow to start", || refract.log().contains("started"));
+    assert_eq!(refract.stop(), Some(0));
+    let log = refract.log();
+    let mut lines = 0;
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string()
+                || v["message"].is_string(),
+            "{line}"
+        );
+        lines += 1;
+    }
+    assert!(lines >= 2, "{log}");
+}
