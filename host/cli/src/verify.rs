@@ -148,7 +148,6 @@ struct ProgressBar {
 impl ProgressBar {
     const TERMINAL_EVERY: Duration = Duration::from_millis(200);
     const LOG_EVERY: Duration = Duration::from_secs(10);
-    const WIDTH: usize = 30;
 
     fn new() -> Self {
         Self {
@@ -169,38 +168,15 @@ impl ProgressBar {
             return;
         }
         self.last = Instant::now();
-        let fraction = if p.total == 0 {
-            1.0
-        } else {
-            (p.read as f64 / p.total as f64).min(1.0)
-        };
-        let secs = p.elapsed.as_secs_f64();
-        let rate = if secs > 0.0 {
-            p.read as f64 / secs
-        } else {
-            0.0
-        };
-        let text = format!(
-            "verifying: {}/{} records ({:.1}%), {:.0} records/s",
-            p.read,
-            p.total,
-            fraction * 100.0,
-            rate
-        );
+        let line = render(&p, self.terminal);
         let mut err = std::io::stderr().lock();
         if self.terminal {
-            let filled = (fraction * Self::WIDTH as f64) as usize;
-            let line = format!(
-                "[{}{}] {text}",
-                "#".repeat(filled),
-                ".".repeat(Self::WIDTH - filled)
-            );
             // Pad over a longer previous line.
             let pad = self.drawn.saturating_sub(line.len());
             let _ = write!(err, "\r{line}{}", " ".repeat(pad));
             self.drawn = line.len();
         } else {
-            let _ = writeln!(err, "{text}");
+            let _ = writeln!(err, "{line}");
         }
         let _ = err.flush();
     }
@@ -213,5 +189,65 @@ impl ProgressBar {
             let _ = err.flush();
             self.drawn = 0;
         }
+    }
+}
+
+/// Width of the bar drawn on a terminal.
+const BAR_WIDTH: usize = 30;
+
+/// One progress report: records read of the total, percent and rate, with a bar on a terminal.
+fn render(p: &Progress, terminal: bool) -> String {
+    let fraction = if p.total == 0 {
+        1.0
+    } else {
+        (p.read as f64 / p.total as f64).min(1.0)
+    };
+    let secs = p.elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        p.read as f64 / secs
+    } else {
+        0.0
+    };
+    let text = format!(
+        "verifying: {}/{} records ({:.1}%), {:.0} records/s",
+        p.read,
+        p.total,
+        fraction * 100.0,
+        rate
+    );
+    if !terminal {
+        return text;
+    }
+    let filled = (fraction * BAR_WIDTH as f64) as usize;
+    format!(
+        "[{}{}] {text}",
+        "#".repeat(filled),
+        ".".repeat(BAR_WIDTH - filled)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines() {
+        let p = |read, total, ms| Progress {
+            read,
+            total,
+            elapsed: Duration::from_millis(ms),
+        };
+        assert_eq!(
+            render(&p(50, 200, 2000), false),
+            "verifying: 50/200 records (25.0%), 25 records/s"
+        );
+        assert_eq!(
+            render(&p(50, 200, 2000), true),
+            "[#######.......................] verifying: 50/200 records (25.0%), 25 records/s"
+        );
+        assert_eq!(
+            render(&p(0, 0, 0), true),
+            "[##############################] verifying: 0/0 records (100.0%), 0 records/s"
+        );
     }
 }
