@@ -3,13 +3,15 @@
 //! `ALLOW ALL` becomes `ALLOW READ`; additive only. rdkafka 0.39 has no ACL API, so the admin
 //! calls go to librdkafka directly.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::ClientContext;
 use rdkafka_sys as ffi;
+
+use crate::admin_ffi::{admin_call, text};
 
 use ffi::rd_kafka_AclOperation_t as Op;
 use ffi::rd_kafka_AclPermissionType_t as Perm;
@@ -82,17 +84,8 @@ fn c(text: &str) -> Result<CString> {
     CString::new(text).with_context(|| format!("{text:?} contains a NUL byte"))
 }
 
-/// # Safety
-/// `p` is null or a NUL-terminated string.
-unsafe fn text(p: *const std::ffi::c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    CStr::from_ptr(p).to_string_lossy().into_owned()
-}
-
-/// Runs one admin request: `call(rk, options, queue)`, then hands the result event to `read`.
-fn admin_call<C: ClientContext, T>(
+/// [`admin_call`] for ACL requests: the event's error is checked before `read` sees it.
+fn acl_call<C: ClientContext, T>(
     admin: &AdminClient<C>,
     op: ffi::rd_kafka_admin_op_t,
     timeout: Duration,
@@ -103,40 +96,18 @@ fn admin_call<C: ClientContext, T>(
     ),
     read: impl FnOnce(*mut ffi::rd_kafka_event_t) -> Result<T, AclError>,
 ) -> Result<T, AclError> {
-    let rk = admin.inner().native_ptr();
-    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: the queue, options and event are created and destroyed here; `rk` outlives the
-    // call because `admin` is borrowed for its duration.
-    unsafe {
-        let queue = ffi::rd_kafka_queue_new(rk);
-        let options = ffi::rd_kafka_AdminOptions_new(rk, op);
-        let mut errstr = [0 as std::ffi::c_char; 256];
-        ffi::rd_kafka_AdminOptions_set_request_timeout(
-            options,
-            timeout_ms,
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        );
-        call(rk, options, queue);
-        let event = ffi::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1000));
-        let result = if event.is_null() {
-            Err(AclError::Other(anyhow::anyhow!("timed out")))
+    admin_call(admin, op, timeout, call, |event| {
+        // SAFETY: a live result event; strings are copied out.
+        let err = unsafe { ffi::rd_kafka_event_error(event) };
+        if err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            read(event)
         } else {
-            let err = ffi::rd_kafka_event_error(event);
-            if err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-                read(event)
-            } else {
-                let message = text(ffi::rd_kafka_event_error_string(event));
-                Err(classify(err, message))
-            }
-        };
-        if !event.is_null() {
-            ffi::rd_kafka_event_destroy(event);
+            Err(classify(err, unsafe {
+                text(ffi::rd_kafka_event_error_string(event))
+            }))
         }
-        ffi::rd_kafka_AdminOptions_destroy(options);
-        ffi::rd_kafka_queue_destroy(queue);
-        result
-    }
+    })
+    .unwrap_or_else(|| Err(AclError::Other(anyhow::anyhow!("timed out"))))
 }
 
 fn classify(err: ffi::rd_kafka_resp_err_t, message: String) -> AclError {
@@ -174,7 +145,7 @@ pub fn describe_topic_acls<C: ClientContext>(
             "cannot build an ACL filter"
         )));
     }
-    let result = admin_call(
+    let result = acl_call(
         admin,
         ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBEACLS,
         timeout,
@@ -253,7 +224,7 @@ pub fn create_topic_acls<C: ClientContext>(
     }
     let count = bindings.len();
     let ptr = bindings.as_mut_ptr();
-    let result = admin_call(
+    let result = acl_call(
         admin,
         ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_CREATEACLS,
         timeout,

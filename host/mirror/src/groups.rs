@@ -6,13 +6,14 @@
 //! whether a target group has active members). rdkafka 0.39 does not wrap it, so this module
 //! calls librdkafka directly.
 
-use std::ffi::CStr;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::ClientContext;
 use rdkafka_sys as ffi;
+
+use crate::admin_ffi::{admin_call, text};
 
 /// What the group coordinator reports about a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,45 +56,24 @@ pub fn list_consumer_groups<C: ClientContext>(
     admin: &AdminClient<C>,
     timeout: Duration,
 ) -> Result<Vec<GroupListing>> {
-    let rk = admin.inner().native_ptr();
-    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: every handle created here is destroyed before returning; `rk` outlives the call
-    // because `admin` is borrowed for its duration; strings are copied out before the event
-    // that owns them is destroyed.
-    unsafe {
-        let queue = ffi::rd_kafka_queue_new(rk);
-        let options = ffi::rd_kafka_AdminOptions_new(
-            rk,
-            ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS,
-        );
-        let mut errstr = [0 as std::ffi::c_char; 256];
-        ffi::rd_kafka_AdminOptions_set_request_timeout(
-            options,
-            timeout_ms,
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        );
-        ffi::rd_kafka_ListConsumerGroups(rk, options, queue);
-        let event = ffi::rd_kafka_queue_poll(queue, timeout_ms.saturating_add(1000));
-        let result = read_listing(event);
-        if !event.is_null() {
-            ffi::rd_kafka_event_destroy(event);
-        }
-        ffi::rd_kafka_AdminOptions_destroy(options);
-        ffi::rd_kafka_queue_destroy(queue);
-        result
-    }
+    admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS,
+        timeout,
+        // SAFETY: the handles are live for the call.
+        |rk, options, queue| unsafe { ffi::rd_kafka_ListConsumerGroups(rk, options, queue) },
+        // SAFETY: a live ListConsumerGroups result event.
+        |event| unsafe { read_listing(event) },
+    )
+    .unwrap_or_else(|| bail!("listing consumer groups timed out"))
 }
 
 /// # Safety
-/// `event` is null or a live ListConsumerGroups result event.
+/// `event` is a live ListConsumerGroups result event.
 unsafe fn read_listing(event: *mut ffi::rd_kafka_event_t) -> Result<Vec<GroupListing>> {
-    if event.is_null() {
-        bail!("listing consumer groups timed out");
-    }
     let err = ffi::rd_kafka_event_error(event);
     if err != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        let text = cstr(ffi::rd_kafka_event_error_string(event));
+        let text = text(ffi::rd_kafka_event_error_string(event));
         bail!("listing consumer groups failed: {text}");
     }
     let result = ffi::rd_kafka_event_ListConsumerGroups_result(event);
@@ -104,7 +84,7 @@ unsafe fn read_listing(event: *mut ffi::rd_kafka_event_t) -> Result<Vec<GroupLis
     let errs = ffi::rd_kafka_ListConsumerGroups_result_errors(result, &mut errors);
     if errors > 0 && !errs.is_null() {
         let first = *errs;
-        let text = cstr(ffi::rd_kafka_error_string(first));
+        let text = text(ffi::rd_kafka_error_string(first));
         tracing::debug!("listing consumer groups: {errors} broker(s) failed, first: {text}");
     }
     let mut count = 0usize;
@@ -127,19 +107,10 @@ unsafe fn read_listing(event: *mut ffi::rd_kafka_event_t) -> Result<Vec<GroupLis
             _ => GroupState::Unknown,
         };
         out.push(GroupListing {
-            id: cstr(ffi::rd_kafka_ConsumerGroupListing_group_id(g)),
+            id: text(ffi::rd_kafka_ConsumerGroupListing_group_id(g)),
             state,
         });
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
-}
-
-/// # Safety
-/// `p` is null or a NUL-terminated string.
-unsafe fn cstr(p: *const std::ffi::c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    CStr::from_ptr(p).to_string_lossy().into_owned()
 }

@@ -2,6 +2,7 @@
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
 mod acls;
+mod admin_ffi;
 mod chain;
 mod checkpoint;
 mod clients;
