@@ -4,7 +4,8 @@
 //! The source is pre-filled once; every scenario mirrors it into a fresh target cluster, in its
 //! own process, so each one's CPU time and peak RSS are its own. Rates are measured from the
 //! first record landing on the target to the last, so process start and plugin compilation are
-//! not counted. Broker-only produce and fetch rates are measured in the same run.
+//! not counted; CPU is counted over the same span, with the CPU spent before it reported apart.
+//! Broker-only produce and fetch rates are measured in the same run.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -36,6 +37,8 @@ struct Args {
     python_filter: Option<PathBuf>,
     /// Overrides the latency run's rate (default: half of (b)'s measured rate).
     latency_rate: Option<f64>,
+    /// Runs of each scenario; the table shows the median run and the spread.
+    repeat: usize,
 }
 
 fn parse_args() -> Result<Args> {
@@ -47,6 +50,7 @@ fn parse_args() -> Result<Args> {
         only: None,
         python_filter: Some(PathBuf::from("examples/plugins/python/filter.wasm")),
         latency_rate: None,
+        repeat: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -59,6 +63,7 @@ fn parse_args() -> Result<Args> {
             "--only" => args.only = Some(value()?.split(',').map(str::to_string).collect()),
             "--python-filter" => args.python_filter = Some(PathBuf::from(value()?)),
             "--latency-rate" => args.latency_rate = Some(value()?.parse()?),
+            "--repeat" => args.repeat = value()?.parse::<usize>()?.max(1),
             other => bail!("unknown argument {other}"),
         }
     }
@@ -74,9 +79,17 @@ fn main() -> Result<()> {
         return baseline_pipe(&source, &target, partitions);
     }
     let args = parse_args()?;
+    // A compile cache of this run's own: the first scenario that uses a plugin pays for compiling
+    // it (its start CPU shows that), later runs of that plugin load it.
+    let cache = tempfile::tempdir()?;
+    std::env::set_var("REFRACT_CACHE_DIR", cache.path());
     let source = MockCluster::new(1)?;
     source.create_topic(TOPIC, args.partitions, 1)?;
     source.create_topic(LATENCY_TOPIC, LATENCY_PARTITIONS, 1)?;
+    // MirrorMaker 2's internal topics, which refract would create itself on a real cluster (the
+    // mock cluster has no CreateTopics): the reverse heartbeats and every scenario's offset syncs.
+    source.create_topic("heartbeats", 1, 1)?;
+    source.create_topic("mm2-offset-syncs.lat.internal", 1, 1)?;
     let bytes = args.records * args.value_bytes;
     let produce = prefill(&source.bootstrap_servers(), &args)?;
     let fetch = fetch_all(&source.bootstrap_servers(), args.partitions, args.records)?;
@@ -139,16 +152,28 @@ fn main() -> Result<()> {
             continue;
         }
         let expected = (args.records as f64 * share) as i64;
-        let r = run_scenario(
-            &args,
-            &source.bootstrap_servers(),
-            processors.as_deref(),
-            expected,
-            index,
-        )
-        .with_context(|| format!("scenario {name}"))?;
-        eprintln!("{name}: {:.0} rec/s", r.rate);
-        results.push((name, r));
+        let mut runs = Vec::new();
+        for run in 0..args.repeat {
+            // Every run mirrors into its own target alias, so it has its own progress group and
+            // starts from the beginning of the source.
+            let alias = format!("t{index}r{run}");
+            source.create_topic(&format!("mm2-offset-syncs.{alias}.internal"), 1, 1)?;
+            let r = run_scenario(
+                &args,
+                &source.bootstrap_servers(),
+                processors.as_deref(),
+                expected,
+                &alias,
+            )
+            .with_context(|| format!("scenario {name}"))?;
+            eprintln!("{name}: {:.0} rec/s", r.rate);
+            runs.push(r);
+        }
+        runs.sort_by(|x, y| x.rate.total_cmp(&y.rate));
+        let spread = (runs[0].rate, runs[runs.len() - 1].rate);
+        let mut median = runs.swap_remove(runs.len() / 2);
+        median.spread = spread;
+        results.push((name, median));
     }
     let b_rate = results
         .iter()
@@ -175,18 +200,27 @@ fn main() -> Result<()> {
         .find(|(n, _)| n.starts_with('b'))
         .map(|(_, r)| r.rate);
     println!();
+    if args.repeat > 1 {
+        println!(
+            "median of {} runs per scenario; range = slowest..fastest run",
+            args.repeat
+        );
+    }
     println!(
-        "| scenario | records/s | MB/s | vs (a) | vs (b) | CPU s / M records | peak RSS MiB |"
+        "| scenario | records/s | range | MB/s | vs (a) | vs (b) | CPU s / M records | start CPU s | peak RSS MiB |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, r) in &results {
         println!(
-            "| {name} | {:.0} | {:.1} | {:.2} | {} | {:.1} | {:.0} |",
+            "| {name} | {:.0} | {:.0}k–{:.0}k | {:.1} | {:.2} | {} | {:.1} | {:.2} | {:.0} |",
             r.rate,
+            r.spread.0 / 1e3,
+            r.spread.1 / 1e3,
             r.rate * args.value_bytes as f64 / 1e6,
             r.rate / base,
             b.map_or("-".to_string(), |b| format!("{:.2}", r.rate / b)),
-            r.cpu_seconds / (r.records as f64 / 1e6),
+            r.cpu_seconds / (r.records / 1e6),
+            r.startup_cpu,
             r.peak_rss_kib as f64 / 1024.0
         );
     }
@@ -229,9 +263,10 @@ fn now_ms() -> i64 {
 fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
     let target = MockCluster::new(1)?;
     target.create_topic(LATENCY_REMOTE, LATENCY_PARTITIONS, 1)?;
+    create_target_internals(&target)?;
     let dir = tempfile::tempdir()?;
     let pipeline = format!(
-        "[clusters.source]\nbootstrap = \"{source}\"\nconsumer = {{ \"fetch.wait.max.ms\" = \"5\" }}\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n",
+        "[clusters.source]\nbootstrap = \"{source}\"\nconsumer = {{ \"fetch.wait.max.ms\" = \"5\" }}\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n{ADMIN_ONLY_OFF}",
         target.bootstrap_servers()
     );
     let path = dir.path().join("latency.toml");
@@ -253,13 +288,30 @@ fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
     };
     let on_target = reader(&target.bootstrap_servers(), LATENCY_REMOTE)?;
     let on_source = reader(source, LATENCY_TOPIC)?;
-    // Let refract start, discover the topic and assign it (its default is to read from the start,
-    // so records produced now are still measured).
-    std::thread::sleep(Duration::from_secs(3));
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", source)
         .set("linger.ms", "0")
         .create()?;
+    // Measure only once refract is mirroring: one warm-up record per partition must arrive on the
+    // target first (start-up against the mock cluster includes admin calls it cannot answer).
+    for p in 0..LATENCY_PARTITIONS {
+        send_waiting(
+            &producer,
+            BaseRecord::<str, str>::to(LATENCY_TOPIC)
+                .key("warm-up")
+                .payload("")
+                .partition(p),
+        );
+    }
+    producer.flush(Duration::from_secs(10))?;
+    let ready_by = Instant::now() + Duration::from_secs(180);
+    let mut warmed = 0;
+    while warmed < LATENCY_PARTITIONS {
+        if let Some(Ok(_)) = on_target.poll(Duration::from_millis(100)) {
+            warmed += 1;
+        }
+        check_alive(&mut child, ready_by)?;
+    }
     let seconds = 2.0;
     let total = (rate * seconds) as usize;
     let done = AtomicBool::new(false);
@@ -373,9 +425,15 @@ fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
 
 struct Outcome {
     rate: f64,
-    records: i64,
+    /// Source records mirrored between the first record landing and the last.
+    records: f64,
+    /// CPU seconds the mirror process used over that span.
     cpu_seconds: f64,
+    /// CPU seconds it used before the first record landed (start, plugin compilation).
+    startup_cpu: f64,
     peak_rss_kib: u64,
+    /// Slowest and fastest rate over the repeated runs.
+    spread: (f64, f64),
 }
 
 fn run_scenario(
@@ -383,10 +441,11 @@ fn run_scenario(
     source: &str,
     processors: Option<&str>,
     expected: i64,
-    index: usize,
+    alias: &str,
 ) -> Result<Outcome> {
     let target = MockCluster::new(1)?;
     target.create_topic(REMOTE, args.partitions, 1)?;
+    create_target_internals(&target)?;
     let dir = tempfile::tempdir()?;
     let mut child = match processors {
         None => Command::new(std::env::current_exe()?)
@@ -400,7 +459,7 @@ fn run_scenario(
             .spawn()?,
         Some(procs) => {
             let pipeline = format!(
-                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.t{index}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"t{index}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n",
+                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.{alias}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}",
                 target.bootstrap_servers()
             );
             let path = dir.path().join("bench.toml");
@@ -428,10 +487,10 @@ fn run_scenario(
             .sum()
     };
     let deadline = Instant::now() + Duration::from_secs(600);
-    let (first_at, first_count) = loop {
+    let (first_at, first_count, startup_cpu) = loop {
         let n = count();
         if n > 0 {
-            break (Instant::now(), n);
+            break (Instant::now(), n, usage(child.id())?.0);
         }
         check_alive(&mut child, deadline)?;
         std::thread::sleep(Duration::from_millis(5));
@@ -461,10 +520,31 @@ fn run_scenario(
     let source_records = (moved as f64 / expected.max(1) as f64) * args.records as f64;
     Ok(Outcome {
         rate: source_records / elapsed.max(1e-6),
-        records: args.records as i64,
-        cpu_seconds,
+        records: source_records,
+        cpu_seconds: cpu_seconds - startup_cpu,
+        startup_cpu,
         peak_rss_kib,
+        spread: (0.0, 0.0),
     })
+}
+
+/// Flow settings for the mock cluster: topic-config and ACL sync need admin requests the mock
+/// cluster cannot answer (each would wait out its 10 s timeout at start). They touch no record;
+/// offset syncs, heartbeats and checkpoints stay on, as in production.
+const ADMIN_ONLY_OFF: &str = "sync_topic_configs = false\nsync_topic_acls = false\n";
+
+/// The MM2 internal topics a flow writes on its target (created ahead: no CreateTopics here).
+fn create_target_internals(
+    target: &MockCluster<'_, rdkafka::producer::DefaultProducerContext>,
+) -> Result<()> {
+    for topic in [
+        "heartbeats",
+        "source.heartbeats",
+        "source.checkpoints.internal",
+    ] {
+        target.create_topic(topic, 1, 1)?;
+    }
+    Ok(())
 }
 
 fn check_alive(child: &mut Child, deadline: Instant) -> Result<()> {

@@ -16,7 +16,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use refract_config::Pipeline;
 use refract_mirror::Mirror;
-use refract_plugin::{PluginLimits, PluginRuntime, BUILTIN_RENAME_WASM};
+use refract_plugin::BUILTIN_RENAME_WASM;
 
 /// Source topics: name, partitions, records.
 const TOPICS: &[(&str, i32, usize)] = &[
@@ -75,7 +75,7 @@ commit_interval = "500ms"
     println!("pipeline ({}):\n{pipeline_text}", path.display());
 
     let pipeline = Pipeline::load(&path)?;
-    let runtime = PluginRuntime::new(PluginLimits::default())?;
+    let runtime = crate::plugin_runtime()?;
     let prepared = refract_mirror::prepare(&pipeline, &[], &runtime)?;
     let mirror = Mirror::start(&pipeline, prepared, Arc::new(AtomicBool::new(false)))?;
 

@@ -146,12 +146,21 @@ fn file_stamps(files: &[PathBuf]) -> Vec<Option<(std::time::SystemTime, u64)>> {
         .collect()
 }
 
+/// The plugin runtime every command uses: default limits, and compiled components cached on
+/// disk (`REFRACT_CACHE_DIR`, default `~/.cache/refract/components`; `off` disables it).
+pub(crate) fn plugin_runtime() -> Result<Arc<PluginRuntime>> {
+    Ok(PluginRuntime::with_cache(
+        PluginLimits::default(),
+        refract_plugin::default_cache_dir().as_deref(),
+    )?)
+}
+
 fn load(path: &Path, targets: &[String]) -> Result<(Pipeline, Vec<refract_mirror::PreparedFlow>)> {
     let pipeline = Pipeline::load(path)?;
     for warning in &pipeline.warnings {
         tracing::warn!("{warning}");
     }
-    let runtime = PluginRuntime::new(PluginLimits::default())?;
+    let runtime = crate::plugin_runtime()?;
     let prepared = refract_mirror::prepare(&pipeline, targets, &runtime)?;
     Ok((pipeline, prepared))
 }
@@ -178,7 +187,7 @@ fn run(path: &Path, targets: &[String], until_caught_up: bool) -> Result<bool> {
     for warning in &pipeline.warnings {
         tracing::warn!("{warning}");
     }
-    let runtime = PluginRuntime::new(PluginLimits::default())?;
+    let runtime = crate::plugin_runtime()?;
     let prepared = refract_mirror::prepare(&pipeline, targets, &runtime)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

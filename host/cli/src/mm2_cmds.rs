@@ -12,7 +12,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use refract_config::{ClientRole, Cluster, Pipeline, PluginSpec};
 use refract_mirror::mm2::{latest_for_group, Checkpoint, Heartbeat};
-use refract_plugin::{PluginLimits, PluginRuntime, PolicyPlugin, ReplicationPolicy};
+use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -89,7 +89,7 @@ fn policy_for(
         .find(|f| f.target == target && source.is_none_or(|s| f.source == s))
         .map(|f| f.policy.clone())
         .unwrap_or_else(|| PluginSpec::builtin("builtin:default", "policy"));
-    let runtime = PluginRuntime::new(PluginLimits::default())?;
+    let runtime = crate::plugin_runtime()?;
     let plugin = PolicyPlugin::load(&runtime, &spec)?;
     Ok(ReplicationPolicy::new(plugin))
 }

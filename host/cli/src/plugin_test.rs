@@ -10,8 +10,7 @@ use serde_json::{json, Map, Value};
 
 use refract_config::{PluginLocation, PluginSpec};
 use refract_plugin::{
-    AnyPlugin, Header, KafkaRecord, Outcome, PluginLimits, PluginRuntime, Processor, RecordBatch,
-    ReplicationPolicy,
+    AnyPlugin, BatchView, Header, KafkaRecord, Outcome, Processor, RecordBatch, ReplicationPolicy,
 };
 
 /// What `refract plugin test` was asked to do.
@@ -52,7 +51,7 @@ impl PluginTest {
             memory_limit: None,
             call_timeout: None,
         };
-        let runtime = PluginRuntime::new(PluginLimits::default())?;
+        let runtime = crate::plugin_runtime()?;
         let plugin = AnyPlugin::load(&runtime, &spec)?;
         let lines = read_lines(&self.input)?;
         let mut out = std::io::stdout().lock();
@@ -133,7 +132,7 @@ impl PluginTest {
                 target_topic: topic.clone(),
                 records: records[start..end].iter().map(|(_, r)| r.clone()).collect(),
             };
-            match processor.process(&batch) {
+            match processor.process(&BatchView::of(&batch)) {
                 Ok(outcomes) => {
                     for (record, outcome) in batch.records.iter().zip(outcomes) {
                         writeln!(out, "{}", outcome_json(record, outcome))?;

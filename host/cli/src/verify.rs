@@ -10,7 +10,6 @@ use anyhow::{anyhow, Result};
 
 use refract_config::{PatternList, Pipeline};
 use refract_mirror::verify::{Missing, PartitionReport, Progress, Report, Side};
-use refract_plugin::{PluginLimits, PluginRuntime};
 
 /// `refract verify`.
 #[derive(clap::Args)]
@@ -48,7 +47,7 @@ impl Verify {
                     .map_err(|(i, e)| anyhow!("--topics {}: invalid regex: {e}", self.topics[i]))?,
             )
         };
-        let runtime = PluginRuntime::new(PluginLimits::default())?;
+        let runtime = crate::plugin_runtime()?;
         let mut bar = ProgressBar::new();
         let report = refract_mirror::verify::verify(
             &pipeline,

@@ -1,11 +1,14 @@
-//! Admin requests rdkafka 0.39 does not wrap (ListConsumerGroups, DescribeAcls, CreateAcls),
-//! made through librdkafka directly: one place owns the queue/options/event lifecycle.
+//! Requests rdkafka 0.39 does not wrap (ListConsumerGroups, DescribeAcls, CreateAcls) or wraps
+//! only without a time limit (a synchronous offset commit), made through librdkafka directly:
+//! one place owns the queue/options/event lifecycle.
 
 use std::ffi::CStr;
 use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
 use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::TopicPartitionList;
 use rdkafka_sys as ffi;
 
 /// Runs one admin request: `call(rk, options, queue)` starts it; `read` gets the result event
@@ -46,6 +49,69 @@ pub(crate) fn admin_call<C: ClientContext, T>(
         ffi::rd_kafka_queue_destroy(queue);
         result
     }
+}
+
+/// Commits `offsets` to `consumer`'s group and waits at most `timeout` for the coordinator's
+/// answer. rdkafka's synchronous commit waits without a limit, so a coordinator that never
+/// answers would hang the flow, and its shutdown with it; on a timeout the commit may still land
+/// later, which is safe (the next commit supersedes it).
+pub(crate) fn commit_within<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    offsets: &TopicPartitionList,
+    timeout: Duration,
+) -> Result<(), String> {
+    let rk = consumer.client().native_ptr();
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the queue and event are created and destroyed here; librdkafka copies `offsets`
+    // before the call returns; `rk` outlives the call because `consumer` is borrowed for it. With
+    // a queue and no callback, the commit's result arrives on the queue as an event.
+    unsafe {
+        let queue = ffi::rd_kafka_queue_new(rk);
+        let err = ffi::rd_kafka_commit_queue(rk, offsets.ptr(), queue, None, std::ptr::null_mut());
+        let result = if err != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            Err(text(ffi::rd_kafka_err2str(err)))
+        } else {
+            let event = ffi::rd_kafka_queue_poll(queue, timeout_ms);
+            if event.is_null() {
+                Err(format!(
+                    "no answer from the group coordinator within {timeout:?}"
+                ))
+            } else {
+                let answer = commit_answer(event);
+                ffi::rd_kafka_event_destroy(event);
+                answer
+            }
+        };
+        ffi::rd_kafka_queue_destroy(queue);
+        result
+    }
+}
+
+/// The outcome an offset-commit event reports: its own error, else the first partition's.
+///
+/// # Safety
+/// `event` is a live offset-commit result event.
+unsafe fn commit_answer(event: *mut ffi::rd_kafka_event_t) -> Result<(), String> {
+    if ffi::rd_kafka_event_error(event) != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return Err(text(ffi::rd_kafka_event_error_string(event)));
+    }
+    let list = ffi::rd_kafka_event_topic_partition_list(event);
+    if list.is_null() {
+        return Ok(());
+    }
+    let count = usize::try_from((*list).cnt).unwrap_or(0);
+    for i in 0..count {
+        let elem = &*(*list).elems.add(i);
+        if elem.err != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return Err(format!(
+                "{}[{}]: {}",
+                text(elem.topic),
+                elem.partition,
+                text(ffi::rd_kafka_err2str(elem.err))
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Copies a C string (empty when null).

@@ -1,35 +1,46 @@
 //! A flow's processor chain: filters and transforms applied in order to the records of one
 //! source partition, with each processor's `on_error` deciding what a failure costs.
+//!
+//! Records travel through the chain without being copied: an [`Item`] read from the source
+//! borrows the consumer's fetched bytes, a processor call lowers them straight into the guest,
+//! and a record the processor keeps is the same `Item` moved on. Only what a transform writes
+//! (`replace`) is owned.
+
+use std::borrow::Cow;
 
 use refract_config::OnError;
-use refract_plugin::{Header, KafkaRecord, Outcome, PluginError, Processor, RecordBatch};
+use refract_plugin::{BatchView, HeaderView, Outcome, PluginError, Processor, RecordView};
 use refract_telemetry::{Metrics, PluginMetrics};
 use tracing::warn;
 
-/// A record on its way to the target, remembering the source offset it came from.
+/// A record on its way to the target, remembering the source offset it came from. Bytes are
+/// borrowed from the fetched source record until a processor replaces them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item {
+pub struct Item<'m> {
     /// Source offset of the record this one derives from.
     pub offset: i64,
     /// Target topic.
-    pub topic: String,
+    pub topic: Cow<'m, str>,
     /// Target partition.
     pub partition: i32,
     /// Record timestamp (ms), if any.
     pub timestamp: Option<i64>,
     /// Key bytes; `None` is a null key.
-    pub key: Option<Vec<u8>>,
+    pub key: Option<Cow<'m, [u8]>>,
     /// Value bytes; `None` is a tombstone.
-    pub value: Option<Vec<u8>>,
+    pub value: Option<Cow<'m, [u8]>>,
     /// Headers in order; a `None` value is a null header value.
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub headers: Vec<HeaderPair<'m>>,
 }
+
+/// A header's name and value (`None` = null), borrowed until a processor replaces them.
+pub type HeaderPair<'m> = (Cow<'m, str>, Option<Cow<'m, [u8]>>);
 
 /// A record a processor failed on, bound for the dead-letter topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
+pub struct DeadLetter<'m> {
     /// The record as the failing processor received it.
-    pub item: Item,
+    pub item: Item<'m>,
     /// The processor's name.
     pub plugin: String,
     /// What went wrong.
@@ -38,11 +49,11 @@ pub struct DeadLetter {
 
 /// What the chain made of one run of records.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ChainOutput {
-    /// Records to produce, in order.
-    pub forward: Vec<Item>,
-    /// Records for the dead-letter topic.
-    pub dead: Vec<DeadLetter>,
+pub struct ChainOutput<'m> {
+    /// Records to produce, in source offset order.
+    pub forward: Vec<Item<'m>>,
+    /// Records for the dead-letter topic, in source offset order.
+    pub dead: Vec<DeadLetter<'m>>,
     /// Records a processor dropped on purpose.
     pub dropped: u64,
     /// Records dropped because a processor with `on_error = "skip"` failed on them.
@@ -73,7 +84,7 @@ struct Stage {
 
 impl Stage {
     /// One call into the plugin, counted and timed.
-    fn process(&mut self, batch: &RecordBatch) -> Result<Vec<Outcome>, PluginError> {
+    fn process(&mut self, batch: &BatchView<'_>) -> Result<Vec<Outcome>, PluginError> {
         let started = std::time::Instant::now();
         let result = self.processor.process(batch);
         if let Some(m) = &self.metrics {
@@ -128,83 +139,87 @@ impl Chain {
 
     /// Runs `items` (one source partition of `source_topic`, in offset order) through every
     /// processor in order.
-    pub fn run(
+    pub fn run<'m>(
         &mut self,
         source_topic: &str,
         source_partition: i32,
-        items: Vec<Item>,
-    ) -> Result<ChainOutput, Halt> {
+        items: Vec<Item<'m>>,
+    ) -> Result<ChainOutput<'m>, Halt> {
         let mut out = ChainOutput {
             forward: items,
             ..ChainOutput::default()
         };
+        let at = Position {
+            source_cluster: &self.source_cluster,
+            source_topic,
+            source_partition,
+        };
         for stage in &mut self.stages {
             let items = std::mem::take(&mut out.forward);
+            out.forward.reserve(items.len());
             // One call per run of records bound for the same target topic.
-            let mut start = 0;
-            while start < items.len() {
-                let topic = items[start].topic.clone();
-                let end = items[start..]
-                    .iter()
-                    .position(|i| i.topic != topic)
-                    .map_or(items.len(), |n| start + n);
-                let run = &items[start..end];
-                let batch = to_batch(&self.source_cluster, source_topic, &topic, run);
-                match stage.process(&batch) {
+            for run in runs_by_topic(items) {
+                let result = {
+                    let batch = view(&at, &run);
+                    stage.process(&batch)
+                };
+                match result {
                     Ok(outcomes) => {
-                        for (item, outcome) in run.iter().zip(outcomes) {
-                            apply(
-                                stage,
-                                source_topic,
-                                source_partition,
-                                item,
-                                outcome,
-                                &mut out,
-                            )?;
+                        for (item, outcome) in run.into_iter().zip(outcomes) {
+                            apply(stage, &at, item, outcome, &mut out)?;
                         }
                     }
-                    Err(e) => fail_run(
-                        stage,
-                        &self.source_cluster,
-                        source_topic,
-                        source_partition,
-                        &topic,
-                        run,
-                        &e,
-                        &mut out,
-                    )?,
+                    Err(e) => fail_run(stage, &at, run, &e, &mut out)?,
                 }
-                start = end;
             }
         }
         Ok(out)
     }
 }
 
-fn to_batch(
-    source_cluster: &str,
-    source_topic: &str,
-    target_topic: &str,
-    items: &[Item],
-) -> RecordBatch {
-    RecordBatch {
-        source_cluster: source_cluster.to_string(),
-        topic: source_topic.to_string(),
-        target_topic: target_topic.to_string(),
+/// Where a run of records came from.
+struct Position<'a> {
+    source_cluster: &'a str,
+    source_topic: &'a str,
+    source_partition: i32,
+}
+
+/// Splits `items` into consecutive runs with the same target topic (one run, not re-allocated,
+/// in the common case of a single target topic).
+fn runs_by_topic(items: Vec<Item<'_>>) -> Vec<Vec<Item<'_>>> {
+    if items.windows(2).all(|w| w[0].topic == w[1].topic) {
+        return vec![items];
+    }
+    let mut runs: Vec<Vec<Item<'_>>> = Vec::new();
+    for item in items {
+        match runs.last_mut() {
+            Some(run) if run.last().is_some_and(|l| l.topic == item.topic) => run.push(item),
+            _ => runs.push(vec![item]),
+        }
+    }
+    runs
+}
+
+/// The batch one call sends: borrowed from the items, nothing copied.
+fn view<'v>(at: &Position<'v>, items: &'v [Item<'_>]) -> BatchView<'v> {
+    BatchView {
+        source_cluster: at.source_cluster,
+        topic: at.source_topic,
+        target_topic: items.first().map_or("", |i| &i.topic),
         records: items
             .iter()
-            .map(|i| KafkaRecord {
+            .map(|i| RecordView {
                 partition: i.partition,
                 offset: i.offset,
                 timestamp_ms: i.timestamp.unwrap_or(-1),
-                key: i.key.clone(),
-                value: i.value.clone(),
+                key: i.key.as_deref(),
+                value: i.value.as_deref(),
                 headers: i
                     .headers
                     .iter()
-                    .map(|(k, v)| Header {
-                        key: k.clone(),
-                        value: v.clone(),
+                    .map(|(k, v)| HeaderView {
+                        key: k,
+                        value: v.as_deref(),
                     })
                     .collect(),
             })
@@ -212,16 +227,15 @@ fn to_batch(
     }
 }
 
-fn apply(
+fn apply<'m>(
     stage: &Stage,
-    source_topic: &str,
-    source_partition: i32,
-    item: &Item,
+    at: &Position<'_>,
+    item: Item<'m>,
     outcome: Outcome,
-    out: &mut ChainOutput,
+    out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
     match outcome {
-        Outcome::Keep => out.forward.push(item.clone()),
+        Outcome::Keep => out.forward.push(item),
         Outcome::Drop => out.dropped += 1,
         Outcome::Replace(records) => {
             if records.is_empty() {
@@ -230,51 +244,57 @@ fn apply(
             for r in records {
                 out.forward.push(Item {
                     offset: item.offset,
-                    topic: r.topic.unwrap_or_else(|| item.topic.clone()),
+                    topic: r.topic.map_or_else(|| item.topic.clone(), Cow::Owned),
                     partition: r.partition.unwrap_or(item.partition),
                     timestamp: r.timestamp_ms.or(item.timestamp),
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
+                    key: r.key.map(Cow::Owned),
+                    value: r.value.map(Cow::Owned),
+                    headers: r
+                        .headers
+                        .into_iter()
+                        .map(|h| (Cow::Owned(h.key), h.value.map(Cow::Owned)))
+                        .collect(),
                 });
             }
         }
         Outcome::Reject(reason) => {
             let error = format!("rejected: {reason}");
-            fail_item(stage, source_topic, source_partition, item, error, out)?;
+            fail_item(stage, at, item, error, out)?;
         }
     }
     Ok(())
 }
 
-fn fail_item(
+fn fail_item<'m>(
     stage: &Stage,
-    source_topic: &str,
-    source_partition: i32,
-    item: &Item,
+    at: &Position<'_>,
+    item: Item<'m>,
     error: String,
-    out: &mut ChainOutput,
+    out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
     let plugin = stage.processor.plugin().name().to_string();
     match stage.on_error {
         OnError::Stop => Err(Halt {
             plugin,
-            topic: source_topic.to_string(),
-            partition: source_partition,
+            topic: at.source_topic.to_string(),
+            partition: at.source_partition,
             offset: item.offset,
             reason: error,
         }),
         OnError::Skip => {
             warn!(
                 plugin,
-                "skipping {source_topic}[{source_partition}] offset {}: {error}", item.offset
+                "skipping {}[{}] offset {}: {error}",
+                at.source_topic,
+                at.source_partition,
+                item.offset
             );
             out.skipped += 1;
             Ok(())
         }
         OnError::DeadLetter => {
             out.dead.push(DeadLetter {
-                item: item.clone(),
+                item,
                 plugin,
                 error,
             });
@@ -286,57 +306,30 @@ fn fail_item(
 /// A whole call failed (trap, deadline, memory, plugin error). With `dead-letter`, each record
 /// is retried alone on a fresh instance so only the records that fail on their own are
 /// dead-lettered; the others continue.
-#[allow(clippy::too_many_arguments)]
-fn fail_run(
+fn fail_run<'m>(
     stage: &mut Stage,
-    source_cluster: &str,
-    source_topic: &str,
-    source_partition: i32,
-    target_topic: &str,
-    run: &[Item],
+    at: &Position<'_>,
+    run: Vec<Item<'m>>,
     error: &PluginError,
-    out: &mut ChainOutput,
+    out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
     if stage.on_error != OnError::DeadLetter || run.len() == 1 {
         for item in run {
-            fail_item(
-                stage,
-                source_topic,
-                source_partition,
-                item,
-                error.to_string(),
-                out,
-            )?;
+            fail_item(stage, at, item, error.to_string(), out)?;
         }
         return Ok(());
     }
     for item in run {
-        let single = to_batch(
-            source_cluster,
-            source_topic,
-            target_topic,
-            std::slice::from_ref(item),
-        );
-        match stage.process(&single) {
+        let result = {
+            let single = view(at, std::slice::from_ref(&item));
+            stage.process(&single)
+        };
+        match result {
             Ok(mut outcomes) => match outcomes.pop() {
-                Some(outcome) => apply(stage, source_topic, source_partition, item, outcome, out)?,
-                None => fail_item(
-                    stage,
-                    source_topic,
-                    source_partition,
-                    item,
-                    "no outcome".into(),
-                    out,
-                )?,
+                Some(outcome) => apply(stage, at, item, outcome, out)?,
+                None => fail_item(stage, at, item, "no outcome".into(), out)?,
             },
-            Err(e) => fail_item(
-                stage,
-                source_topic,
-                source_partition,
-                item,
-                e.to_string(),
-                out,
-            )?,
+            Err(e) => fail_item(stage, at, item, e.to_string(), out)?,
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
@@ -20,7 +20,8 @@ use tracing::{debug, info, warn};
 use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
-use crate::clients::{client_config, create_topic, list_topics, REQUEST_TIMEOUT};
+use crate::admin_ffi::commit_within;
+use crate::clients::{client_config, ensure_topic, list_topics, REQUEST_TIMEOUT};
 use crate::flow::{lock, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::Metrics;
@@ -120,14 +121,21 @@ impl CheckpointRunner {
         let checkpoints_topic = policy.checkpoints_topic(&self.source.alias)?;
         let clients = self.connect(syncs_cluster)?;
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
-        for (admin, cluster, topic) in [
+        let syncs_on_source = syncs_cluster.alias == self.source.alias;
+        for (meta, admin, cluster, topic) in [
             (
+                &clients.target_meta,
                 &clients.target_admin,
                 &self.target.alias,
                 &checkpoints_topic,
             ),
             (
-                if syncs_cluster.alias == self.source.alias {
+                if syncs_on_source {
+                    &clients.source_meta
+                } else {
+                    &clients.target_meta
+                },
+                if syncs_on_source {
                     &clients.source_admin
                 } else {
                     &clients.target_admin
@@ -136,7 +144,8 @@ impl CheckpointRunner {
                 &syncs_topic,
             ),
         ] {
-            if let Err(e) = create_topic(
+            if let Err(e) = ensure_topic(
+                meta,
                 admin,
                 topic,
                 1,
@@ -560,14 +569,12 @@ impl CheckpointRunner {
             if commit.count() == 0 {
                 continue;
             }
-            consumer
-                .commit(&commit, CommitMode::Sync)
-                .with_context(|| {
-                    format!(
-                        "committing offsets of group {group} on {}",
-                        self.target.alias
-                    )
-                })?;
+            commit_within(consumer, &commit, REQUEST_TIMEOUT).map_err(|e| {
+                anyhow::anyhow!(
+                    "committing offsets of group {group} on {}: {e}",
+                    self.target.alias
+                )
+            })?;
             info!(flow = %self.flow.name(), "synced {} offset(s) of group {group} to {}", commit.count(), self.target.alias);
             synced += commit.count() as u64;
         }

@@ -50,6 +50,24 @@ pub fn list_topics(client: &BaseConsumer) -> Result<Vec<(String, i32)>> {
         .collect())
 }
 
+/// Creates `name` unless the cluster `meta` reads already has it: no admin request is made for
+/// an existing topic, so a principal without CREATE rights (or a broker without CreateTopics)
+/// can still use topics created for it.
+pub fn ensure_topic(
+    meta: &BaseConsumer,
+    admin: &AdminClient<DefaultClientContext>,
+    name: &str,
+    partitions: i32,
+    replication_factor: i32,
+    configs: &[(String, String)],
+) -> Result<()> {
+    let exists = list_topics(meta).is_ok_and(|topics| topics.iter().any(|(t, _)| t == name));
+    if exists {
+        return Ok(());
+    }
+    create_topic(admin, name, partitions, replication_factor, configs)
+}
+
 /// Creates a topic with `partitions` partitions and topic `configs`; an existing topic is fine.
 pub fn create_topic(
     admin: &AdminClient<DefaultClientContext>,

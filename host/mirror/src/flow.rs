@@ -1,17 +1,18 @@
 //! One running flow: source consumer → policy → target producer, with the source position
 //! committed only up to what the target has acknowledged.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::{ClientContext, DefaultClientContext};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{DeliveryResult, Header, Headers, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, DeliveryResult, Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -21,14 +22,19 @@ use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation, OnError};
 use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy};
 
 use crate::acls;
-use crate::chain::{Chain, Item};
+use crate::admin_ffi::commit_within;
+use crate::chain::{Chain, HeaderPair, Item};
 
-use crate::clients::{client_config, create_topic, grow_topic, list_topics, REQUEST_TIMEOUT};
+use crate::clients::{
+    client_config, create_topic, ensure_topic, grow_topic, list_topics, REQUEST_TIMEOUT,
+};
 use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::progress::PartitionProgress;
 use crate::topic_configs;
-use refract_telemetry::{FlowMetrics, FlowState, Gauge, Metrics, SourcePartitionMetrics};
+use refract_telemetry::{
+    FlowMetrics, FlowState, Gauge, Metrics, SourcePartitionMetrics, StatBatch,
+};
 
 /// Header naming the clusters a record has been mirrored from, oldest first, comma-separated.
 pub const PROVENANCE_HEADER: &str = "refract.provenance";
@@ -105,12 +111,66 @@ pub fn progress_group(flow: &Flow) -> String {
 /// (slot, source offset, whether the output goes to the slot's own remote partition).
 type Token = Box<(usize, i64, bool)>;
 
+/// One source partition's delivery state, shared with the delivery callback under one lock:
+/// the acknowledgement watermark and the MM2 series that acknowledgements feed.
+struct Tracked {
+    progress: PartitionProgress,
+    /// Its MirrorMaker 2 series (none when the registry refused them).
+    metrics: Option<SourcePartitionMetrics>,
+    /// Records acknowledged and their replication latency since the last hand-over to `metrics`
+    /// (handed over every [`STATS_INTERVAL`], so the hot path reads no clock and takes no lock
+    /// of its own per record).
+    acked: u64,
+    latency: StatBatch,
+}
+
+impl Tracked {
+    fn new(progress: PartitionProgress, metrics: Option<SourcePartitionMetrics>) -> Self {
+        Self {
+            progress,
+            metrics,
+            acked: 0,
+            latency: StatBatch::new(),
+        }
+    }
+
+    /// Hands gathered observations to the series: latency first, so a reader that sees the new
+    /// record count also sees their latency.
+    fn publish(&mut self) {
+        if let Some(m) = &self.metrics {
+            m.replication_latency_ms.record_all(&mut self.latency);
+            m.record_count.inc_by(std::mem::take(&mut self.acked));
+        }
+    }
+}
+
+impl std::ops::Deref for Tracked {
+    type Target = PartitionProgress;
+    fn deref(&self) -> &PartitionProgress {
+        &self.progress
+    }
+}
+
+impl std::ops::DerefMut for Tracked {
+    fn deref_mut(&mut self) -> &mut PartitionProgress {
+        &mut self.progress
+    }
+}
+
+/// Every slot's delivery state, indexed like [`Slots::slots`].
+type Progress = Arc<Mutex<Vec<Tracked>>>;
+
+/// How often gathered per-record observations are handed to the metrics registry.
+const STATS_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Routes delivery reports to the partition progress they belong to.
 struct DeliveryContext {
-    progress: Arc<Mutex<Vec<PartitionProgress>>>,
-    metrics: Arc<Mutex<Vec<Option<SourcePartitionMetrics>>>>,
+    progress: Progress,
     /// Value bytes handed to the producer and not yet acknowledged or failed.
     inflight: Option<Gauge>,
+    /// Wall-clock ms when the flow last served delivery reports ([`poll_producer`]); delivery
+    /// callbacks run inside that call, so it stands for "now" in them without a clock read each.
+    now_ms: AtomicI64,
 }
 
 impl ClientContext for DeliveryContext {}
@@ -135,21 +195,37 @@ impl ProducerContext for DeliveryContext {
         match result {
             Ok(m) => {
                 p.acked(offset, primary.then(|| m.offset()));
-                drop(progress);
-                if primary {
-                    if let Some(Some(metrics)) = lock(&self.metrics).get(slot) {
-                        metrics.record_count.inc();
-                        if let Some(ts) = m.timestamp().to_millis() {
-                            metrics
-                                .replication_latency_ms
-                                .record((now_ms() - ts) as f64);
-                        }
+                if primary && p.metrics.is_some() {
+                    p.acked += 1;
+                    if let Some(ts) = m.timestamp().to_millis() {
+                        let now = self.now_ms.load(Ordering::Relaxed);
+                        p.latency.record((now - ts) as f64);
                     }
                 }
             }
             Err((e, _)) => p.failed(offset, e.to_string()),
         }
     }
+}
+
+/// Serves the producer's delivery reports (waiting up to `timeout` for one).
+fn poll_producer(clients: &Clients, timeout: Duration) {
+    clients
+        .producer
+        .context()
+        .now_ms
+        .store(now_ms(), Ordering::Relaxed);
+    clients.producer.poll(timeout);
+}
+
+/// Waits up to `timeout` for the target to acknowledge everything sent, serving delivery
+/// reports meanwhile.
+fn flush_producer(clients: &Clients, timeout: Duration) -> rdkafka::error::KafkaResult<()> {
+    let deadline = Instant::now() + timeout;
+    while clients.producer.in_flight_count() > 0 && Instant::now() < deadline {
+        poll_producer(clients, Duration::from_millis(20));
+    }
+    clients.producer.flush(Duration::ZERO)
 }
 
 /// One mirrored source partition.
@@ -163,6 +239,19 @@ struct Slot {
     committed: Option<i64>,
     /// Its MirrorMaker 2 series (none when the registry refused them).
     metrics: Option<SourcePartitionMetrics>,
+    /// Value bytes and record ages read since the last hand-over to `metrics`.
+    read_bytes: u64,
+    age: StatBatch,
+}
+
+impl Slot {
+    /// Hands what was gathered while reading to the series.
+    fn publish(&mut self) {
+        if let Some(m) = &self.metrics {
+            m.record_age_ms.record_all(&mut self.age);
+            m.byte_count.inc_by(std::mem::take(&mut self.read_bytes));
+        }
+    }
 }
 
 /// A flow's plugins: its policy and its processors in order.
@@ -189,8 +278,6 @@ pub struct FlowRunner {
     reverse_heartbeats: bool,
     metrics: Metrics,
     flow_metrics: Option<FlowMetrics>,
-    /// Per slot, shared with the delivery callback (rebuilt on every run).
-    partition_metrics: Arc<Mutex<Vec<Option<SourcePartitionMetrics>>>>,
 }
 
 struct Clients {
@@ -258,7 +345,6 @@ impl FlowRunner {
             reverse_heartbeats: false,
             metrics: Metrics::new(),
             flow_metrics: None,
-            partition_metrics: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -312,7 +398,6 @@ impl FlowRunner {
     pub fn run(&self) -> Result<()> {
         let name = self.flow.name();
         let progress = Arc::new(Mutex::new(Vec::new()));
-        lock(&self.partition_metrics).clear();
         let clients = self.connect(&name, progress.clone())?;
         self.set_state(FlowState::Running);
         if let Some(set) = lock(&self.pending_swap).take() {
@@ -330,6 +415,7 @@ impl FlowRunner {
         let mut last_plan = TopicPlan::default();
         let mut next_discovery = Instant::now();
         let mut next_commit = Instant::now() + self.flow.commit_interval;
+        let mut next_stats = Instant::now() + STATS_INTERVAL;
         let mut internals = self.internals(&clients, &mut policy)?;
 
         while !self.stop.load(Ordering::Relaxed) {
@@ -376,7 +462,11 @@ impl FlowRunner {
                 next_discovery = Instant::now() + self.flow.refresh_topics_interval;
             }
             self.forward_batch(&clients, &mut slots, &progress, &mut chain)?;
-            clients.producer.poll(Duration::ZERO);
+            poll_producer(&clients, Duration::ZERO);
+            if Instant::now() >= next_stats {
+                publish_stats(&progress);
+                next_stats = Instant::now() + STATS_INTERVAL;
+            }
             self.emit_internals(&clients, &slots, &progress, &mut internals, false);
             if let Some((slot, failure)) = lock(&progress)
                 .iter()
@@ -400,10 +490,11 @@ impl FlowRunner {
             }
         }
         info!(flow = %name, "stopping: waiting for the target to acknowledge in-flight records");
-        if let Err(e) = clients.producer.flush(FLUSH_TIMEOUT) {
+        if let Err(e) = flush_producer(&clients, FLUSH_TIMEOUT) {
             warn!(flow = %name, "not every record was acknowledged before shutdown ({e}); they will be mirrored again on restart");
         }
-        clients.producer.poll(Duration::ZERO);
+        poll_producer(&clients, Duration::ZERO);
+        publish_stats(&progress);
         self.emit_internals(&clients, &slots, &progress, &mut internals, true);
         if let Some(p) = &clients.source_producer {
             let _ = p.flush(Duration::from_secs(5));
@@ -414,7 +505,7 @@ impl FlowRunner {
         Ok(())
     }
 
-    fn connect(&self, name: &str, progress: Arc<Mutex<Vec<PartitionProgress>>>) -> Result<Clients> {
+    fn connect(&self, name: &str, progress: Progress) -> Result<Clients> {
         let id = format!("refract-{}-{}", self.flow.source, self.flow.target);
         let group = progress_group(&self.flow);
         let consumer: BaseConsumer = client_config(
@@ -480,8 +571,8 @@ impl FlowRunner {
         )
         .create_with_context(DeliveryContext {
             progress,
-            metrics: self.partition_metrics.clone(),
             inflight: self.flow_metrics.as_ref().map(|m| m.inflight_bytes.clone()),
+            now_ms: AtomicI64::new(now_ms()),
         })
         .with_context(|| {
             format!(
@@ -539,7 +630,7 @@ impl FlowRunner {
         policy: &mut ReplicationPolicy,
         planner: &TopicPlanner,
         slots: &mut Slots,
-        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        progress: &Progress,
         last_plan: &TopicPlan,
     ) -> Result<TopicPlan> {
         let name = self.flow.name();
@@ -634,7 +725,12 @@ impl FlowRunner {
                             partition,
                         )
                         .ok();
-                    lock(&self.partition_metrics).push(metrics.clone());
+                    let tracked = if self.flow.emit_offset_syncs {
+                        PartitionProgress::tracking_pairs()
+                    } else {
+                        PartitionProgress::default()
+                    };
+                    lock(progress).push(Tracked::new(tracked, metrics.clone()));
                     slots.slots.push(Slot {
                         topic: route.source_topic.clone(),
                         remote: route.remote_topic.clone(),
@@ -642,11 +738,8 @@ impl FlowRunner {
                         position: None,
                         committed: None,
                         metrics,
-                    });
-                    lock(progress).push(if self.flow.emit_offset_syncs {
-                        PartitionProgress::tracking_pairs()
-                    } else {
-                        PartitionProgress::default()
+                        read_bytes: 0,
+                        age: StatBatch::new(),
                     });
                 }
             }
@@ -758,13 +851,16 @@ impl FlowRunner {
         &self,
         clients: &Clients,
         slots: &mut Slots,
-        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        progress: &Progress,
         chain: &mut Chain,
     ) -> Result<()> {
         let mut timeout = Duration::from_millis(100);
         let mut polled = 0u64;
-        let mut pending: Vec<(usize, Item, Option<String>)> = Vec::new();
+        let mut pending: Vec<(usize, BorrowedMessage<'_>, Option<Cow<'_, str>>)> = Vec::new();
         let mut looped = 0u64;
+        let mut now = now_ms();
+        // Slots whose read metrics gathered something in this batch.
+        let mut touched: Vec<usize> = Vec::new();
         for _ in 0..MAX_POLL_BATCH {
             let msg = match clients.consumer.poll(timeout) {
                 None => break,
@@ -785,17 +881,20 @@ impl FlowRunner {
             }
             slot.position = Some(offset + 1);
             polled += 1;
-            if let Some(m) = &slot.metrics {
-                m.byte_count
-                    .inc_by(msg.payload().map_or(0, <[u8]>::len) as u64);
+            if slot.metrics.is_some() {
+                if slot.read_bytes == 0 && slot.age.is_empty() {
+                    touched.push(i);
+                }
+                slot.read_bytes += msg.payload().map_or(0, <[u8]>::len) as u64;
                 if let Some(ts) = msg.timestamp().to_millis() {
-                    m.record_age_ms.record((now_ms() - ts) as f64);
+                    slot.age.record((now - ts) as f64);
                 }
             }
             if polled % 64 == 0 {
                 // Serve delivery reports as we go, so acknowledged records leave the producer
                 // queue promptly (as a plain consume→produce loop does).
-                clients.producer.poll(Duration::ZERO);
+                poll_producer(clients, Duration::ZERO);
+                now = now_ms();
             }
             let stamp = if self.flow.provenance_header {
                 match provenance(msg.headers(), &self.source.alias, &self.target.alias) {
@@ -850,28 +949,12 @@ impl FlowRunner {
                 };
                 send(clients, Box::new((i, offset, true)), output)?;
             } else {
-                pending.push((
-                    i,
-                    Item {
-                        offset,
-                        topic: slot.remote.clone(),
-                        partition: slot.partition,
-                        timestamp: msg.timestamp().to_millis(),
-                        key: msg.key().map(<[u8]>::to_vec),
-                        value: msg.payload().map(<[u8]>::to_vec),
-                        headers: msg
-                            .headers()
-                            .map(|h| {
-                                h.iter()
-                                    .filter(|h| stamp.is_none() || h.key != PROVENANCE_HEADER)
-                                    .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                    },
-                    stamp,
-                ));
+                // Kept as fetched: the chain reads (and usually forwards) these very bytes.
+                pending.push((i, msg, stamp));
             }
+        }
+        for i in touched {
+            slots.slots[i].publish();
         }
         if polled > 0 || looped > 0 {
             let mut status = lock(&self.status);
@@ -879,79 +962,77 @@ impl FlowRunner {
             status.records_looped += looped;
         }
         if !pending.is_empty() {
-            self.process(clients, slots, progress, chain, pending)?;
+            self.process(clients, slots, progress, chain, &pending)?;
         }
         Ok(())
     }
 
     /// Runs polled records through the chain, one source partition at a time, and sends what
-    /// comes out: records to their target topics, failures to the dead-letter topic.
+    /// comes out: records to their target topics, failures to the dead-letter topic. Records are
+    /// handed to the chain borrowed from the fetched messages, not copied.
     fn process(
         &self,
         clients: &Clients,
-        slots: &mut Slots,
-        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        slots: &Slots,
+        progress: &Progress,
         chain: &mut Chain,
-        pending: Vec<(usize, Item, Option<String>)>,
+        pending: &[(usize, BorrowedMessage<'_>, Option<Cow<'_, str>>)],
     ) -> Result<()> {
-        let mut runs: Vec<(usize, Vec<Item>, HashMap<i64, String>)> = Vec::new();
-        for (i, item, stamp) in pending {
-            let run = match runs.iter_mut().position(|(s, _, _)| *s == i) {
-                Some(r) => &mut runs[r],
-                None => {
-                    runs.push((i, Vec::new(), HashMap::new()));
-                    let last = runs.len() - 1;
-                    &mut runs[last]
-                }
-            };
-            if let Some(stamp) = stamp {
-                run.2.insert(item.offset, stamp);
+        // Indices into `pending`, per slot, in poll (= offset) order.
+        let mut runs: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (k, (i, _, _)) in pending.iter().enumerate() {
+            match runs.iter_mut().find(|(s, _)| s == i) {
+                Some((_, run)) => run.push(k),
+                None => runs.push((*i, vec![k])),
             }
-            run.1.push(item);
         }
-        for (i, items, stamps) in runs {
-            let (topic, partition, remote) = {
-                let s = &slots.slots[i];
-                (s.topic.clone(), s.partition, s.remote.clone())
-            };
-            let offsets: Vec<i64> = items.iter().map(|x| x.offset).collect();
+        for (i, run) in runs {
+            let slot = &slots.slots[i];
+            let (topic, partition, remote) = (&slot.topic, slot.partition, &slot.remote);
+            let offsets: Vec<i64> = run.iter().map(|&k| pending[k].1.offset()).collect();
+            let stamps: Vec<Option<&str>> = run.iter().map(|&k| pending[k].2.as_deref()).collect();
+            let items: Vec<Item<'_>> = run
+                .iter()
+                .map(|&k| item_of(&pending[k].1, remote, pending[k].2.is_some()))
+                .collect();
             let out = chain
-                .run(&topic, partition, items)
+                .run(topic, partition, items)
                 .map_err(anyhow::Error::new)?;
             // Register every output before sending any, so no acknowledgement can arrive for a
-            // record the progress does not know yet.
-            let mut outputs: BTreeMap<i64, u32> = offsets.iter().map(|o| (*o, 0)).collect();
+            // record the progress does not know yet. Outputs come in source offset order.
+            let mut outputs = vec![0u32; offsets.len()];
             for offset in out
                 .forward
                 .iter()
                 .map(|f| f.offset)
                 .chain(out.dead.iter().map(|d| d.item.offset))
             {
-                *outputs.entry(offset).or_default() += 1;
+                if let Ok(j) = offsets.binary_search(&offset) {
+                    outputs[j] += 1;
+                }
             }
             {
                 let mut p = lock(progress);
-                for (offset, n) in &outputs {
+                for (offset, n) in offsets.iter().zip(&outputs) {
                     p[i].sent(*offset, *n);
                 }
             }
-            let source_partitions = slots.by_topic.get(&topic).map_or(1, Vec::len) as i32;
+            let source_partitions = slots.by_topic.get(topic).map_or(1, Vec::len) as i32;
             for f in &out.forward {
-                if f.topic != remote {
+                if *f.topic != **remote {
                     self.ensure_output_topic(clients, &f.topic, source_partitions)?;
                 }
-                let primary = f.topic == remote && f.partition == partition;
-                let headers = match stamps.get(&f.offset) {
-                    Some(stamp) => {
-                        let kept: Vec<_> = f
-                            .headers
-                            .iter()
-                            .filter(|(k, _)| k != PROVENANCE_HEADER)
-                            .cloned()
-                            .collect();
-                        owned_headers(&kept, &[(PROVENANCE_HEADER, stamp.as_str())])
-                    }
-                    None => owned_headers(&f.headers, &[]),
+                let primary = *f.topic == **remote && f.partition == partition;
+                let stamp = offsets
+                    .binary_search(&f.offset)
+                    .ok()
+                    .and_then(|j| stamps[j]);
+                let headers = match stamp {
+                    Some(stamp) => owned_headers(
+                        f.headers.iter().filter(|(k, _)| k != PROVENANCE_HEADER),
+                        &[(PROVENANCE_HEADER, stamp)],
+                    ),
+                    None => owned_headers(f.headers.iter(), &[]),
                 };
                 send(
                     clients,
@@ -973,12 +1054,13 @@ impl FlowRunner {
                     ("refract.source.partition", partition_text.as_str()),
                     ("refract.source.offset", offset_text.as_str()),
                 ];
-                let mut output = Output::of(&d.item, None, owned_headers(&d.item.headers, &extra));
+                let mut output =
+                    Output::of(&d.item, None, owned_headers(d.item.headers.iter(), &extra));
                 output.topic = &self.flow.dead_letter_topic;
                 send(clients, Box::new((i, d.item.offset, false)), output)?;
             }
             // Serve delivery reports between runs, as the unprocessed path does while polling.
-            clients.producer.poll(Duration::ZERO);
+            poll_producer(clients, Duration::ZERO);
             if let Some(m) = &self.flow_metrics {
                 m.dead_lettered_records.inc_by(out.dead.len() as u64);
                 m.records_dropped.inc_by(out.skipped);
@@ -1021,12 +1103,7 @@ impl FlowRunner {
     }
 
     /// Commits, per partition, the source offset after the last contiguously acknowledged record.
-    fn commit(
-        &self,
-        clients: &Clients,
-        slots: &mut Slots,
-        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
-    ) -> Result<()> {
+    fn commit(&self, clients: &Clients, slots: &mut Slots, progress: &Progress) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
         let mut downstream = TopicPartitionList::new();
         let mut changed = Vec::new();
@@ -1055,15 +1132,16 @@ impl FlowRunner {
         }
         // Target positions first: a source commit then always has a target commit at or past it,
         // so duplicates are never over-counted. Best effort: they only serve to count duplicates.
-        if let Err(e) = clients.target_meta.commit(&downstream, CommitMode::Sync) {
+        if let Err(e) = commit_within(&clients.target_meta, &downstream, REQUEST_TIMEOUT) {
             debug!(flow = %self.flow.name(), "committing target positions: {e}");
         }
-        clients
-            .consumer
-            .commit(&tpl, CommitMode::Sync)
-            .with_context(|| {
-                format!("committing source positions for flow {}", self.flow.name())
-            })?;
+        commit_within(&clients.consumer, &tpl, REQUEST_TIMEOUT).map_err(|e| {
+            anyhow::anyhow!(
+                "committing source positions for flow {} to {}: {e}",
+                self.flow.name(),
+                self.source.alias
+            )
+        })?;
         for (i, next) in changed {
             slots.slots[i].committed = Some(next);
         }
@@ -1087,25 +1165,34 @@ impl FlowRunner {
             .with_context(|| format!("flow {name}: naming the heartbeats topic"))?;
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
         let rf = self.flow.internal_replication_factor;
-        let mut wanted: Vec<(&AdminClient<DefaultClientContext>, &str, &str)> = Vec::new();
+        type Wanted<'a> = (
+            &'a BaseConsumer,
+            &'a AdminClient<DefaultClientContext>,
+            &'a str,
+            &'a str,
+        );
+        let on_source = (
+            &clients.consumer,
+            &clients.source_admin,
+            &*self.source.alias,
+        );
+        let on_target = (&clients.target_meta, &clients.admin, &*self.target.alias);
+        let mut wanted: Vec<Wanted<'_>> = Vec::new();
         if self.flow.emit_offset_syncs {
-            match self.flow.offset_syncs_location {
-                OffsetSyncsLocation::Source => {
-                    wanted.push((&clients.source_admin, &self.source.alias, &sync_topic))
-                }
-                OffsetSyncsLocation::Target => {
-                    wanted.push((&clients.admin, &self.target.alias, &sync_topic))
-                }
-            }
+            let (meta, admin, cluster) = match self.flow.offset_syncs_location {
+                OffsetSyncsLocation::Source => on_source,
+                OffsetSyncsLocation::Target => on_target,
+            };
+            wanted.push((meta, admin, cluster, &sync_topic));
         }
         if self.flow.emit_heartbeats {
-            wanted.push((&clients.admin, &self.target.alias, &heartbeats_topic));
+            wanted.push((on_target.0, on_target.1, on_target.2, &heartbeats_topic));
             if self.reverse_heartbeats {
-                wanted.push((&clients.source_admin, &self.source.alias, &heartbeats_topic));
+                wanted.push((on_source.0, on_source.1, on_source.2, &heartbeats_topic));
             }
         }
-        for (admin, cluster, topic) in wanted {
-            if let Err(e) = create_topic(admin, topic, 1, rf, &compact) {
+        for (meta, admin, cluster, topic) in wanted {
+            if let Err(e) = ensure_topic(meta, admin, topic, 1, rf, &compact) {
                 warn!(flow = %name, "cannot create {topic} on {cluster}: {e:#}");
             }
         }
@@ -1129,7 +1216,7 @@ impl FlowRunner {
         &self,
         clients: &Clients,
         slots: &Slots,
-        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
+        progress: &Progress,
         internals: &mut Internals,
         flush: bool,
     ) {
@@ -1290,12 +1377,7 @@ impl FlowRunner {
 
     /// Per partition: the source's high watermark (as of the consumer's last fetch, no request)
     /// minus the position after the last record the target acknowledged.
-    fn update_lag(
-        &self,
-        clients: &Clients,
-        slots: &Slots,
-        progress: &Arc<Mutex<Vec<PartitionProgress>>>,
-    ) {
+    fn update_lag(&self, clients: &Clients, slots: &Slots, progress: &Progress) {
         let progress = lock(progress);
         let mut lag = BTreeMap::new();
         for (i, slot) in slots.slots.iter().enumerate() {
@@ -1396,7 +1478,7 @@ struct Output<'a> {
 }
 
 impl<'a> Output<'a> {
-    fn of(item: &'a Item, partition: Option<i32>, headers: OwnedHeaders) -> Self {
+    fn of(item: &'a Item<'_>, partition: Option<i32>, headers: OwnedHeaders) -> Self {
         Self {
             topic: &item.topic,
             partition,
@@ -1408,8 +1490,33 @@ impl<'a> Output<'a> {
     }
 }
 
-fn owned_headers(headers: &[(String, Option<Vec<u8>>)], extra: &[(&str, &str)]) -> OwnedHeaders {
-    let mut out = OwnedHeaders::new_with_capacity(headers.len() + extra.len());
+/// A record as the chain receives it, borrowing the fetched bytes; the provenance header is left
+/// out when the flow stamps a new one.
+fn item_of<'m>(msg: &'m BorrowedMessage<'_>, remote: &'m str, restamp: bool) -> Item<'m> {
+    Item {
+        offset: msg.offset(),
+        topic: Cow::Borrowed(remote),
+        partition: msg.partition(),
+        timestamp: msg.timestamp().to_millis(),
+        key: msg.key().map(Cow::Borrowed),
+        value: msg.payload().map(Cow::Borrowed),
+        headers: msg
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .filter(|h| !restamp || h.key != PROVENANCE_HEADER)
+                    .map(|h| (Cow::Borrowed(h.key), h.value.map(Cow::Borrowed)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn owned_headers<'h: 'i, 'i>(
+    headers: impl Iterator<Item = &'i HeaderPair<'h>>,
+    extra: &[(&str, &str)],
+) -> OwnedHeaders {
+    let mut out = OwnedHeaders::new_with_capacity(headers.size_hint().0 + extra.len());
     for (k, v) in headers {
         out = out.insert(Header {
             key: k,
@@ -1423,6 +1530,13 @@ fn owned_headers(headers: &[(String, Option<Vec<u8>>)], extra: &[(&str, &str)]) 
         });
     }
     out
+}
+
+/// Hands every partition's gathered acknowledgement observations to its series.
+fn publish_stats(progress: &Progress) {
+    for tracked in lock(progress).iter_mut() {
+        tracked.publish();
+    }
 }
 
 /// Hands one record to the producer, waiting while its queue is full.
@@ -1446,7 +1560,7 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
             }
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                 record = back;
-                clients.producer.poll(Duration::from_millis(1));
+                poll_producer(clients, Duration::from_millis(1));
             }
             Err((e, _)) => bail!(
                 "producing source offset {offset} (slot {slot}) to {}: {e}",
@@ -1459,19 +1573,22 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
 /// The provenance header value for a record mirrored from `source` to `target`: the clusters it
 /// already passed through plus `source`. `None` when it passed through `target` already (sending
 /// it there again would be a loop).
-pub fn provenance(
+pub fn provenance<'s>(
     headers: Option<&rdkafka::message::BorrowedHeaders>,
-    source: &str,
+    source: &'s str,
     target: &str,
-) -> Option<String> {
+) -> Option<Cow<'s, str>> {
     let previous = headers.and_then(|h| {
         h.iter()
             .filter(|hd| hd.key == PROVENANCE_HEADER)
             .last()
             .and_then(|hd| hd.value)
-            .map(|v| String::from_utf8_lossy(v).into_owned())
     });
-    stamp_after(previous.as_deref(), source, target)
+    match previous {
+        // The common case, a record produced on the source: no allocation.
+        None | Some(b"") => Some(Cow::Borrowed(source)),
+        Some(v) => stamp_after(Some(&String::from_utf8_lossy(v)), source, target).map(Cow::Owned),
+    }
 }
 
 /// [`provenance`] on the header's text.

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::{Component, InstancePre};
+use wasmtime::component::{
+    Component, ComponentExportIndex, Instance as ComponentInstance, InstancePre,
+};
 use wasmtime::Store;
 
 use refract_config::PluginSpec;
@@ -35,7 +37,8 @@ pub(crate) trait World: Sized + Send + 'static {
     const INTERFACE: &'static str;
 
     fn pre(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<Self::Pre>;
-    fn instantiate(pre: &Self::Pre, store: &mut Store<PluginState>) -> wasmtime::Result<Self>;
+    fn instance_pre(pre: &Self::Pre) -> &InstancePre<PluginState>;
+    fn new(store: &mut Store<PluginState>, instance: &ComponentInstance) -> wasmtime::Result<Self>;
     fn info(&self, store: &mut Store<PluginState>) -> wasmtime::Result<PluginInfo>;
     fn init(
         &self,
@@ -95,19 +98,44 @@ impl<W: World> Plugin<W> {
         Ok(plugin)
     }
 
+    /// The index of function `func` of the plugin's `refract:plugin/<iface>` export, for calls
+    /// through [`Instance::call_raw`].
+    pub(crate) fn export_index(
+        &self,
+        iface: &str,
+        func: &str,
+    ) -> Result<ComponentExportIndex, PluginError> {
+        let component = W::instance_pre(&self.pre).component();
+        let name = format!(
+            "{PACKAGE}{iface}@{}.{}.0",
+            SUPPORTED_VERSION.0, SUPPORTED_VERSION.1
+        );
+        component
+            .get_export_index(None, name.as_str())
+            .and_then(|i| component.get_export_index(Some(&i), func))
+            .ok_or_else(|| PluginError::WrongWorld {
+                plugin: self.name.to_string(),
+                reason: format!("it does not export {func} in {name}"),
+            })
+    }
+
     /// A new instance in a fresh store, initialised with the plugin's config.
     pub(crate) fn instantiate(&self) -> Result<Instance<W>, PluginError> {
         let mut store = self.runtime.new_store(self.name.clone(), &self.limits);
-        let world = W::instantiate(&self.pre, &mut store).map_err(|e| PluginError::Trap {
-            plugin: self.name.to_string(),
-            call: "instantiation".into(),
-            reason: format!("{e:#}"),
-        })?;
+        let (world, raw) = W::instance_pre(&self.pre)
+            .instantiate(&mut store)
+            .and_then(|raw| Ok((W::new(&mut store, &raw)?, raw)))
+            .map_err(|e| PluginError::Trap {
+                plugin: self.name.to_string(),
+                call: "instantiation".into(),
+                reason: format!("{e:#}"),
+            })?;
         let mut instance = Instance {
             plugin_name: self.name.clone(),
             limits: self.limits,
             store,
             world,
+            raw,
         };
         let config = self.config.clone();
         instance
@@ -205,6 +233,8 @@ pub(crate) struct Instance<W: World> {
     limits: PluginLimits,
     store: Store<PluginState>,
     world: W,
+    /// The instance behind `world`, for exports called with borrowed arguments.
+    raw: ComponentInstance,
 }
 
 impl<W: World> Instance<W> {
@@ -214,8 +244,22 @@ impl<W: World> Instance<W> {
         call: &str,
         f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
+        self.call_raw(call, |w, _, s| f(w, s))
+    }
+
+    /// [`Instance::call`] with the raw instance too, for exports called through typed functions
+    /// of the host's own (borrowed) argument types.
+    pub(crate) fn call_raw<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(
+            &W,
+            &ComponentInstance,
+            &mut Store<PluginState>,
+        ) -> wasmtime::Result<Result<R, WitPluginError>>,
+    ) -> Result<R, PluginError> {
         self.store.set_epoch_deadline(self.limits.deadline_ticks());
-        match f(&self.world, &mut self.store) {
+        match f(&self.world, &self.raw, &mut self.store) {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(PluginError::Failed {
                 plugin: self.plugin_name.to_string(),
@@ -263,11 +307,24 @@ impl<W: World> Live<W> {
         call: &str,
         f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
+        self.call_raw(call, |w, _, s| f(w, s))
+    }
+
+    /// [`Live::call`] with the raw instance too (see [`Instance::call_raw`]).
+    pub(crate) fn call_raw<R>(
+        &mut self,
+        call: &str,
+        f: impl FnOnce(
+            &W,
+            &ComponentInstance,
+            &mut Store<PluginState>,
+        ) -> wasmtime::Result<Result<R, WitPluginError>>,
+    ) -> Result<R, PluginError> {
         let instance = match &mut self.instance {
             Some(i) => i,
             empty => empty.insert(self.plugin.instantiate()?),
         };
-        let result = instance.call(call, f);
+        let result = instance.call_raw(call, f);
         if matches!(result, Err(PluginError::Trap { .. })) {
             // A trapped store cannot be entered again.
             self.instance = None;
@@ -303,11 +360,14 @@ macro_rules! impl_world {
             fn pre(instance_pre: InstancePre<PluginState>) -> wasmtime::Result<Self::Pre> {
                 $pre::new(instance_pre)
             }
-            fn instantiate(
-                pre: &Self::Pre,
+            fn instance_pre(pre: &Self::Pre) -> &InstancePre<PluginState> {
+                pre.instance_pre()
+            }
+            fn new(
                 store: &mut Store<PluginState>,
+                instance: &ComponentInstance,
             ) -> wasmtime::Result<Self> {
-                pre.instantiate(store)
+                <$world>::new(store, instance)
             }
             fn info(&self, store: &mut Store<PluginState>) -> wasmtime::Result<PluginInfo> {
                 self.refract_plugin_lifecycle().call_info(store)

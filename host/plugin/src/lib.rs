@@ -9,15 +9,19 @@
 
 mod bindings;
 mod builtin;
+mod cache;
 mod component;
 mod error;
 mod policy;
 mod processor;
 mod runtime;
+mod view;
 
 pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
+pub use cache::{default_cache_dir, CACHE_DIR_ENV};
 pub use error::PluginError;
 pub use policy::{PolicyPlugin, ReplicationPolicy};
 pub use processor::{AnyPlugin, Processor, ProcessorKind, ProcessorPlugin};
 pub use runtime::{PluginLimits, PluginRuntime};
+pub use view::{BatchView, HeaderView, RecordView};

@@ -5,12 +5,16 @@ use std::sync::Arc;
 
 use refract_config::PluginSpec;
 
+use wasmtime::component::ComponentExportIndex;
+use wasmtime::Store;
+
 use crate::bindings::filter::FilterPlugin as FilterWorld;
 use crate::bindings::transform::TransformPlugin as TransformWorld;
-use crate::bindings::{Outcome, RecordBatch};
+use crate::bindings::{Outcome, WitPluginError};
 use crate::component::{compile_checked, Live, Plugin};
 use crate::error::PluginError;
-use crate::runtime::PluginRuntime;
+use crate::runtime::{PluginRuntime, PluginState};
+use crate::view::BatchView;
 
 /// Which processor world a plugin implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,8 +26,8 @@ pub enum ProcessorKind {
 }
 
 enum Loaded {
-    Filter(Arc<Plugin<FilterWorld>>),
-    Transform(Arc<Plugin<TransformWorld>>),
+    Filter(Arc<Plugin<FilterWorld>>, ComponentExportIndex),
+    Transform(Arc<Plugin<TransformWorld>>, ComponentExportIndex),
 }
 
 /// A filter or transform plugin that compiled, linked and accepted its config.
@@ -54,9 +58,13 @@ impl ProcessorPlugin {
         iface: &str,
     ) -> Result<Arc<Self>, PluginError> {
         let loaded = if iface == "record-filter" {
-            Loaded::Filter(Arc::new(Plugin::from_component(runtime, spec, component)?))
+            let plugin = Plugin::from_component(runtime, spec, component)?;
+            let call = plugin.export_index(iface, "filter")?;
+            Loaded::Filter(Arc::new(plugin), call)
         } else {
-            Loaded::Transform(Arc::new(Plugin::from_component(runtime, spec, component)?))
+            let plugin = Plugin::from_component(runtime, spec, component)?;
+            let call = plugin.export_index(iface, "transform")?;
+            Loaded::Transform(Arc::new(plugin), call)
         };
         Ok(Arc::new(Self(loaded)))
     }
@@ -64,16 +72,16 @@ impl ProcessorPlugin {
     /// The name refract uses for it: the built-in name or the file path.
     pub fn name(&self) -> &str {
         match &self.0 {
-            Loaded::Filter(p) => &p.name,
-            Loaded::Transform(p) => &p.name,
+            Loaded::Filter(p, _) => &p.name,
+            Loaded::Transform(p, _) => &p.name,
         }
     }
 
     /// The name and version the plugin reports about itself.
     pub fn info(&self) -> (&str, &str) {
         let info = match &self.0 {
-            Loaded::Filter(p) => &p.info,
-            Loaded::Transform(p) => &p.info,
+            Loaded::Filter(p, _) => &p.info,
+            Loaded::Transform(p, _) => &p.info,
         };
         (&info.0, &info.1)
     }
@@ -81,15 +89,15 @@ impl ProcessorPlugin {
     /// Filter or transform.
     pub fn kind(&self) -> ProcessorKind {
         match &self.0 {
-            Loaded::Filter(_) => ProcessorKind::Filter,
-            Loaded::Transform(_) => ProcessorKind::Transform,
+            Loaded::Filter(..) => ProcessorKind::Filter,
+            Loaded::Transform(..) => ProcessorKind::Transform,
         }
     }
 }
 
 enum LiveKind {
-    Filter(Live<FilterWorld>),
-    Transform(Live<TransformWorld>),
+    Filter(Live<FilterWorld>, ComponentExportIndex),
+    Transform(Live<TransformWorld>, ComponentExportIndex),
 }
 
 /// A processor's live instance on one flow; a trapped instance is replaced on the next call.
@@ -102,8 +110,8 @@ impl Processor {
     /// A processor backed by a fresh instance of `plugin`.
     pub fn new(plugin: Arc<ProcessorPlugin>) -> Self {
         let live = match &plugin.0 {
-            Loaded::Filter(p) => LiveKind::Filter(Live::new(p.clone())),
-            Loaded::Transform(p) => LiveKind::Transform(Live::new(p.clone())),
+            Loaded::Filter(p, call) => LiveKind::Filter(Live::new(p.clone()), *call),
+            Loaded::Transform(p, call) => LiveKind::Transform(Live::new(p.clone()), *call),
         };
         Self { plugin, live }
     }
@@ -114,12 +122,15 @@ impl Processor {
     }
 
     /// One outcome per record of `batch`, in order. A filter's verdicts become `keep`/`drop`.
-    pub fn process(&mut self, batch: &RecordBatch) -> Result<Vec<Outcome>, PluginError> {
+    ///
+    /// The batch is lowered into the guest straight from the borrowed bytes (one copy, into the
+    /// guest's memory); a `keep` outcome carries nothing back.
+    pub fn process(&mut self, batch: &BatchView<'_>) -> Result<Vec<Outcome>, PluginError> {
         let n = batch.records.len();
         match &mut self.live {
-            LiveKind::Filter(live) => {
-                let flags = live.call("filter", |w, s| {
-                    w.refract_plugin_record_filter().call_filter(s, batch)
+            LiveKind::Filter(live, call) => {
+                let flags = live.call_raw("filter", |_, instance, store| {
+                    typed_call::<Vec<bool>>(instance, store, call, batch)
                 })?;
                 let flags = live.check_len("filter", flags, n, "records")?;
                 Ok(flags
@@ -127,14 +138,33 @@ impl Processor {
                     .map(|keep| if keep { Outcome::Keep } else { Outcome::Drop })
                     .collect())
             }
-            LiveKind::Transform(live) => {
-                let outcomes = live.call("transform", |w, s| {
-                    w.refract_plugin_record_transform().call_transform(s, batch)
+            LiveKind::Transform(live, call) => {
+                let outcomes = live.call_raw("transform", |_, instance, store| {
+                    typed_call::<Vec<Outcome>>(instance, store, call, batch)
                 })?;
                 live.check_len("transform", outcomes, n, "records")
             }
         }
     }
+}
+
+/// Calls a `func(batch: record-batch) -> result<R, plugin-error>` export with a borrowed batch.
+/// The type check runs per call (a walk over a dozen fields, next to a batch of records).
+fn typed_call<R>(
+    instance: &wasmtime::component::Instance,
+    store: &mut Store<PluginState>,
+    call: &ComponentExportIndex,
+    batch: &BatchView<'_>,
+) -> wasmtime::Result<Result<R, WitPluginError>>
+where
+    R: wasmtime::component::Lift + 'static,
+{
+    let func = instance
+        .get_func(&mut *store, call)
+        .ok_or_else(|| wasmtime::format_err!("the record function export is missing"))?;
+    let typed = func.typed::<(&BatchView<'_>,), (Result<R, WitPluginError>,)>(&*store)?;
+    let (result,) = typed.call(&mut *store, (batch,))?;
+    Ok(result)
 }
 
 /// A plugin of any kind, as `refract plugin test` loads it.

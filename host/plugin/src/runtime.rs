@@ -1,3 +1,4 @@
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use refract_config::PluginLocation;
 use crate::bindings::policy::{refract, PolicyPlugin as PolicyWorld};
 use crate::bindings::LogLevel;
 use crate::builtin::builtin_bytes;
+use crate::cache::CompileCache;
 use crate::error::PluginError;
 
 /// How often the engine's epoch advances; call deadlines are whole multiples of it.
@@ -96,6 +98,7 @@ pub struct PluginRuntime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<PluginState>,
     pub(crate) limits: PluginLimits,
+    cache: Option<CompileCache>,
     _ticker: EpochTicker,
 }
 
@@ -103,6 +106,16 @@ impl PluginRuntime {
     /// Builds the engine (Cranelift, epoch interruption) and the linker that grants plugins the
     /// `host` interface and a WASI with no files, network, environment or arguments.
     pub fn new(limits: PluginLimits) -> Result<Arc<Self>, PluginError> {
+        Self::with_cache(limits, None)
+    }
+
+    /// [`PluginRuntime::new`], keeping compiled components in `cache_dir` (see
+    /// [`default_cache_dir`](crate::default_cache_dir)) so each plugin is compiled once per
+    /// machine rather than at every start.
+    pub fn with_cache(
+        limits: PluginLimits,
+        cache_dir: Option<&Path>,
+    ) -> Result<Arc<Self>, PluginError> {
         let setup = |reason: wasmtime::Error| PluginError::Link {
             plugin: "(runtime)".into(),
             reason: format!("{reason:#}"),
@@ -129,10 +142,12 @@ impl PluginRuntime {
                 plugin: "(runtime)".into(),
                 reason: format!("cannot start the epoch thread: {e}"),
             })?;
+        let cache = cache_dir.and_then(|dir| CompileCache::open(dir, &engine));
         Ok(Arc::new(Self {
             engine,
             linker,
             limits,
+            cache,
             _ticker: EpochTicker {
                 stop,
                 thread: Some(thread),
@@ -163,10 +178,23 @@ impl PluginRuntime {
                 reason: "it is a core WebAssembly module, not a component; build for wasm32-wasip2 or wrap it with `wasm-tools component new`".into(),
             });
         }
-        Component::from_binary(&self.engine, &bytes).map_err(|e| PluginError::NotAComponent {
+        let compile = || Component::from_binary(&self.engine, &bytes);
+        let compiled = match &self.cache {
+            Some(cache) => cache
+                .load_or_compile(&self.engine, &bytes, &plugin, compile)
+                .map(|(component, _)| component),
+            None => compile(),
+        };
+        compiled.map_err(|e| PluginError::NotAComponent {
             plugin,
             reason: format!("{e:#}"),
         })
+    }
+
+    /// The compile cache in use, if any.
+    #[cfg(test)]
+    pub(crate) fn cache(&self) -> Option<&CompileCache> {
+        self.cache.as_ref()
     }
 
     /// A fresh store for one instance of `plugin`, with the limits applied.

@@ -8,7 +8,7 @@ pub mod series;
 
 pub use metrics::{
     Clock, Counter, Gauge, Histogram, ManualClock, Metrics, MetricsError, MonotonicClock, Stat,
-    StatSnapshot,
+    StatBatch, StatSnapshot,
 };
 pub use series::{
     names, FlowMetrics, FlowState, PluginMetrics, ReloadResult, SourcePartitionMetrics,

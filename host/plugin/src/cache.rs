@@ -1,0 +1,276 @@
+//! Compiled components kept on disk, keyed by the SHA-256 of the component's bytes and of the
+//! engine's compatibility hash, so a plugin is compiled by Cranelift once per machine and later
+//! starts (and reloads) only map the compiled artefact: a Python or JavaScript component takes
+//! seconds to compile and milliseconds to deserialize.
+//!
+//! Deserializing compiled code is only safe for files this host wrote itself, so the cache is used
+//! only when its directory belongs to the user running refract and nobody else can write to it.
+//! A file that fails to load (a different wasmtime, a truncated write) is compiled again and
+//! replaced; any other cache failure only costs the compile it would have saved.
+
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::Engine;
+
+/// Environment variable naming the cache directory; `off` disables the cache.
+pub const CACHE_DIR_ENV: &str = "REFRACT_CACHE_DIR";
+
+/// The cache directory refract uses unless told otherwise: `$REFRACT_CACHE_DIR` (`off` for
+/// none), else `$XDG_CACHE_HOME/refract/components`, else `$HOME/.cache/refract/components`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    match std::env::var_os(CACHE_DIR_ENV) {
+        Some(v) if v == "off" || v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|base| base.join("refract").join("components")),
+    }
+}
+
+/// Where compiled components live, once the directory passed the ownership check.
+#[derive(Debug, Clone)]
+pub(crate) struct CompileCache {
+    dir: PathBuf,
+    /// Mixed into every key: artefacts of another wasmtime or engine config never match.
+    engine_key: [u8; 8],
+}
+
+/// What a lookup did, for logs and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CacheUse {
+    /// Loaded the compiled artefact from disk.
+    Hit,
+    /// Compiled, and stored the result.
+    Stored,
+    /// Compiled; storing failed (logged).
+    Compiled,
+}
+
+impl CompileCache {
+    /// A cache in `dir` (created with mode 0700 when missing), or `None` with a warning when it
+    /// cannot be created or others could write to it.
+    pub(crate) fn open(dir: &Path, engine: &Engine) -> Option<Self> {
+        if let Err(e) = create_private_dir(dir) {
+            tracing::warn!(
+                "plugin compile cache {} unusable, compiling every plugin at start: {e}",
+                dir.display()
+            );
+            return None;
+        }
+        if let Err(e) = check_private(dir) {
+            tracing::warn!(
+                "plugin compile cache {} not used, compiling every plugin at start: {e}",
+                dir.display()
+            );
+            return None;
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        Some(Self {
+            dir: dir.to_path_buf(),
+            engine_key: hasher.finish().to_le_bytes(),
+        })
+    }
+
+    /// The artefact path for component bytes `wasm`.
+    pub(crate) fn path_for(&self, wasm: &[u8]) -> PathBuf {
+        let mut digest = Sha256::new();
+        digest.update(wasmtime_version().as_bytes());
+        digest.update(self.engine_key);
+        digest.update(wasm);
+        let hex: String = digest
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.dir.join(format!("{hex}.cwasm"))
+    }
+
+    /// The compiled component for `wasm`: from disk when a usable artefact is there, else
+    /// compiled with `compile` and stored.
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        plugin: &str,
+        compile: impl FnOnce() -> wasmtime::Result<Component>,
+    ) -> wasmtime::Result<(Component, CacheUse)> {
+        let path = self.path_for(wasm);
+        if path.is_file() {
+            // Read, not mapped: a mapped file truncated under us would crash the process.
+            let loaded = check_private(&path)
+                .and_then(|()| std::fs::read(&path).map_err(|e| e.to_string()))
+                .and_then(|artefact| {
+                    // SAFETY: the file is in a directory only this user can write, and only this
+                    // cache writes there (atomically, by rename); wasmtime checks that the
+                    // artefact was built by this version and engine configuration before use.
+                    unsafe { Component::deserialize(engine, &artefact) }.map_err(|e| e.to_string())
+                });
+            match loaded {
+                Ok(component) => {
+                    tracing::debug!(plugin, "loaded compiled plugin from {}", path.display());
+                    return Ok((component, CacheUse::Hit));
+                }
+                Err(e) => {
+                    tracing::debug!(plugin, "recompiling {}: {e}", path.display());
+                }
+            }
+        }
+        let component = compile()?;
+        let used = match component
+            .serialize()
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| e.to_string()))
+        {
+            Ok(()) => CacheUse::Stored,
+            Err(e) => {
+                tracing::warn!(
+                    plugin,
+                    "cannot store the compiled plugin in {}: {e}",
+                    path.display()
+                );
+                CacheUse::Compiled
+            }
+        };
+        Ok((component, used))
+    }
+}
+
+fn wasmtime_version() -> &'static str {
+    // The crate's exact version is pinned in Cargo.toml; the compatibility hash covers the rest.
+    "wasmtime-48.0.8"
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// Refuses a path others could have written: group- or world-writable, or owned by another user
+/// (the owner of a file this process creates beside it is the reference).
+fn check_private(path: &Path) -> Result<(), String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+        if meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is writable by other users (mode {:o})",
+                path.display(),
+                meta.mode() & 0o777
+            ));
+        }
+        let dir = if meta.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(path)
+        };
+        let probe = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
+        let me = probe.as_file().metadata().map_err(|e| e.to_string())?.uid();
+        if meta.uid() != me {
+            return Err(format!(
+                "{} belongs to uid {}, not to this user (uid {me})",
+                path.display(),
+                meta.uid()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::builtin::builtin_bytes;
+
+    fn engine() -> Engine {
+        let mut config = wasmtime::Config::new();
+        config.epoch_interruption(true);
+        Engine::new(&config).unwrap()
+    }
+
+    #[test]
+    fn compiles_once_then_loads_and_recovers_from_a_bad_file() {
+        let engine = engine();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CompileCache::open(&dir.path().join("c"), &engine).expect("private dir");
+        let wasm = builtin_bytes("builtin:identity").unwrap();
+        let compiles = Cell::new(0);
+        let compile = || {
+            compiles.set(compiles.get() + 1);
+            Component::from_binary(&engine, wasm)
+        };
+        let (_, used) = cache.load_or_compile(&engine, wasm, "p", compile).unwrap();
+        assert_eq!((used, compiles.get()), (CacheUse::Stored, 1));
+        let path = cache.path_for(wasm);
+        assert!(std::fs::metadata(&path).unwrap().len() > 0);
+
+        let (component, used) = cache.load_or_compile(&engine, wasm, "p", compile).unwrap();
+        assert_eq!((used, compiles.get()), (CacheUse::Hit, 1));
+        assert!(component
+            .component_type()
+            .exports(&engine)
+            .any(|(name, _)| name.starts_with("refract:plugin/replication-policy")));
+
+        // A truncated artefact is compiled again and replaced.
+        std::fs::write(&path, b"not an artefact").unwrap();
+        let (_, used) = cache.load_or_compile(&engine, wasm, "p", compile).unwrap();
+        assert_eq!((used, compiles.get()), (CacheUse::Stored, 2));
+        let (_, used) = cache.load_or_compile(&engine, wasm, "p", compile).unwrap();
+        assert_eq!((used, compiles.get()), (CacheUse::Hit, 2));
+
+        // Other bytes, another key.
+        let other = builtin_bytes("builtin:default").unwrap();
+        assert_ne!(cache.path_for(other), path);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn refuses_a_directory_others_can_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = engine();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(CompileCache::open(dir.path(), &engine).is_none());
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(CompileCache::open(dir.path(), &engine).is_some());
+    }
+
+    #[test]
+    fn runtime_compiles_through_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime =
+            crate::PluginRuntime::with_cache(crate::PluginLimits::default(), Some(dir.path()))
+                .unwrap();
+        assert!(runtime.cache().is_some());
+        let location = refract_config::PluginLocation::Builtin("builtin:identity".into());
+        runtime.compile(&location).unwrap();
+        let files = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(files, 1, "one artefact per component");
+        runtime.compile(&location).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
