@@ -124,3 +124,46 @@ pub(crate) unsafe fn text(p: *const std::ffi::c_char) -> String {
     }
     CStr::from_ptr(p).to_string_lossy().into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use rdkafka::config::ClientConfig;
+    use rdkafka::Offset;
+
+    use super::*;
+
+    /// With no coordinator to answer (nothing listens on the bootstrap port), a commit gives up
+    /// after its timeout instead of blocking forever as rdkafka's synchronous commit does.
+    #[test]
+    fn commit_gives_up_after_its_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        // On a thread of its own: librdkafka's teardown of a client whose coordinator never
+        // answered takes about 45 s, which the test need not wait for.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let consumer: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", format!("127.0.0.1:{port}"))
+                .set("group.id", "commit-timeout")
+                .set("enable.auto.commit", "false")
+                .create()
+                .unwrap();
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset("t", 0, Offset::Offset(5)).unwrap();
+            let started = Instant::now();
+            let result = commit_within(&consumer, &tpl, Duration::from_millis(500));
+            let _ = tx.send((result, started.elapsed()));
+        });
+        let (result, elapsed) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("commit_within returned");
+        assert!(result.is_err(), "no broker, so no commit: {result:?}");
+        assert!(
+            elapsed < Duration::from_secs(5),
+            "it returned after {elapsed:?}"
+        );
+    }
+}
