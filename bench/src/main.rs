@@ -39,6 +39,10 @@ struct Args {
     latency_rate: Option<f64>,
     /// Runs of each scenario; the table shows the median run and the spread.
     repeat: usize,
+    /// Extra `[[flow]]` settings for every refract scenario (TOML lines), for experiments.
+    flow_extra: String,
+    /// linger.ms of the latency run's load generator.
+    latency_linger_ms: u32,
 }
 
 fn parse_args() -> Result<Args> {
@@ -51,6 +55,8 @@ fn parse_args() -> Result<Args> {
         python_filter: Some(PathBuf::from("examples/plugins/python/filter.wasm")),
         latency_rate: None,
         repeat: 1,
+        flow_extra: String::new(),
+        latency_linger_ms: 5,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -64,6 +70,8 @@ fn parse_args() -> Result<Args> {
             "--python-filter" => args.python_filter = Some(PathBuf::from(value()?)),
             "--latency-rate" => args.latency_rate = Some(value()?.parse()?),
             "--repeat" => args.repeat = value()?.parse::<usize>()?.max(1),
+            "--flow-extra" => args.flow_extra = value()?,
+            "--latency-linger-ms" => args.latency_linger_ms = value()?.parse()?,
             other => bail!("unknown argument {other}"),
         }
     }
@@ -290,27 +298,29 @@ fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
     let on_source = reader(source, LATENCY_TOPIC)?;
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", source)
-        // Batches like an ordinary application producer (and like refract's own producer): with
-        // linger.ms 0 the load generator alone took most of a core at these rates.
-        .set("linger.ms", "5")
+        // Batches like an ordinary application producer (and like refract's own producer) by
+        // default: with linger.ms 0 the load generator sends a request per few records.
+        .set("linger.ms", args.latency_linger_ms.to_string())
         .create()?;
-    // Measure only once refract is mirroring: one warm-up record per partition must arrive on the
-    // target first (start-up against the mock cluster includes admin calls it cannot answer).
-    for p in 0..LATENCY_PARTITIONS {
-        send_waiting(
-            &producer,
-            BaseRecord::<str, str>::to(LATENCY_TOPIC)
-                .key("warm-up")
-                .payload("")
-                .partition(p),
-        );
-    }
-    producer.flush(Duration::from_secs(10))?;
+    // Measure only once refract is mirroring and both readers are positioned: warm-up records
+    // (keys the readers ignore) are produced until one has arrived on each side.
     let ready_by = Instant::now() + Duration::from_secs(180);
-    let mut warmed = 0;
-    while warmed < LATENCY_PARTITIONS {
-        if let Some(Ok(_)) = on_target.poll(Duration::from_millis(100)) {
-            warmed += 1;
+    let (mut on_source_ready, mut on_target_ready) = (false, false);
+    while !(on_source_ready && on_target_ready) {
+        for p in 0..LATENCY_PARTITIONS {
+            send_waiting(
+                &producer,
+                BaseRecord::<str, str>::to(LATENCY_TOPIC)
+                    .key("warm-up")
+                    .payload("")
+                    .partition(p),
+            );
+        }
+        producer.flush(Duration::from_secs(10))?;
+        let round = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < round {
+            on_target_ready |= matches!(on_target.poll(Duration::from_millis(20)), Some(Ok(_)));
+            on_source_ready |= matches!(on_source.poll(Duration::ZERO), Some(Ok(_)));
         }
         check_alive(&mut child, ready_by)?;
     }
@@ -461,8 +471,9 @@ fn run_scenario(
             .spawn()?,
         Some(procs) => {
             let pipeline = format!(
-                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.{alias}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}",
-                target.bootstrap_servers()
+                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.{alias}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}{}\n",
+                target.bootstrap_servers(),
+                args.flow_extra
             );
             let path = dir.path().join("bench.toml");
             std::fs::write(&path, pipeline)?;
