@@ -93,13 +93,13 @@ impl<W: World> Plugin<W> {
             info: Default::default(),
         };
         let mut instance = plugin.instantiate()?;
-        let info = instance.call("info", |w, s| w.info(s).map(Ok))?;
+        let info = instance.call("info", |w, _, s| w.info(s).map(Ok))?;
         plugin.info = (info.name, info.version);
         Ok(plugin)
     }
 
     /// The index of function `func` of the plugin's `refract:plugin/<iface>` export, for calls
-    /// through [`Instance::call_raw`].
+    /// through [`Instance::call`].
     pub(crate) fn export_index(
         &self,
         iface: &str,
@@ -139,7 +139,7 @@ impl<W: World> Plugin<W> {
         };
         let config = self.config.clone();
         instance
-            .call("init", |w, s| w.init(s, &config))
+            .call("init", |w, _, s| w.init(s, &config))
             .map_err(|e| match e {
                 PluginError::Failed { plugin, reason, .. } => PluginError::Init { plugin, reason },
                 other => other,
@@ -239,17 +239,9 @@ pub(crate) struct Instance<W: World> {
 
 impl<W: World> Instance<W> {
     /// Calls into the guest under the deadline; maps traps and plugin errors to [`PluginError`].
+    /// `f` gets the generated bindings and the raw instance (for exports called through typed
+    /// functions of the host's own, borrowed, argument types).
     pub(crate) fn call<R>(
-        &mut self,
-        call: &str,
-        f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
-    ) -> Result<R, PluginError> {
-        self.call_raw(call, |w, _, s| f(w, s))
-    }
-
-    /// [`Instance::call`] with the raw instance too, for exports called through typed functions
-    /// of the host's own (borrowed) argument types.
-    pub(crate) fn call_raw<R>(
         &mut self,
         call: &str,
         f: impl FnOnce(
@@ -302,16 +294,8 @@ impl<W: World> Live<W> {
         }
     }
 
+    /// [`Instance::call`] on the live instance, replacing it after a trap.
     pub(crate) fn call<R>(
-        &mut self,
-        call: &str,
-        f: impl FnOnce(&W, &mut Store<PluginState>) -> wasmtime::Result<Result<R, WitPluginError>>,
-    ) -> Result<R, PluginError> {
-        self.call_raw(call, |w, _, s| f(w, s))
-    }
-
-    /// [`Live::call`] with the raw instance too (see [`Instance::call_raw`]).
-    pub(crate) fn call_raw<R>(
         &mut self,
         call: &str,
         f: impl FnOnce(
@@ -324,7 +308,7 @@ impl<W: World> Live<W> {
             Some(i) => i,
             empty => empty.insert(self.plugin.instantiate()?),
         };
-        let result = instance.call_raw(call, f);
+        let result = instance.call(call, f);
         if matches!(result, Err(PluginError::Trap { .. })) {
             // A trapped store cannot be entered again.
             self.instance = None;

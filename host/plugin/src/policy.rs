@@ -96,7 +96,7 @@ impl ReplicationPolicy {
             &mut Store<PluginState>,
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
-        self.live.call(call, f)
+        self.live.call(call, |w, _, s| f(w, s))
     }
 
     fn check_len<T>(&self, call: &str, got: Vec<T>, want: usize) -> Result<Vec<T>, PluginError> {

@@ -129,7 +129,7 @@ impl Processor {
         let n = batch.records.len();
         match &mut self.live {
             LiveKind::Filter(live, call) => {
-                let flags = live.call_raw("filter", |_, instance, store| {
+                let flags = live.call("filter", |_, instance, store| {
                     typed_call::<Vec<bool>>(instance, store, call, batch)
                 })?;
                 let flags = live.check_len("filter", flags, n, "records")?;
@@ -139,7 +139,7 @@ impl Processor {
                     .collect())
             }
             LiveKind::Transform(live, call) => {
-                let outcomes = live.call_raw("transform", |_, instance, store| {
+                let outcomes = live.call("transform", |_, instance, store| {
                     typed_call::<Vec<Outcome>>(instance, store, call, batch)
                 })?;
                 live.check_len("transform", outcomes, n, "records")
