@@ -39,6 +39,8 @@ pub(crate) struct CompileCache {
     dir: PathBuf,
     /// Mixed into every key: artefacts of another wasmtime or engine config never match.
     engine_key: [u8; 8],
+    /// The user this process writes files as (what every artefact's owner must be).
+    owner: u32,
 }
 
 /// What a lookup did, for logs and tests.
@@ -63,18 +65,25 @@ impl CompileCache {
             );
             return None;
         }
-        if let Err(e) = check_private(dir) {
-            tracing::warn!(
-                "plugin compile cache {} not used, compiling every plugin at start: {e}",
-                dir.display()
-            );
-            return None;
-        }
+        let owner = match file_owner(dir).and_then(|owner| {
+            check_private(dir, owner)?;
+            Ok(owner)
+        }) {
+            Ok(owner) => owner,
+            Err(e) => {
+                tracing::warn!(
+                    "plugin compile cache {} not used, compiling every plugin at start: {e}",
+                    dir.display()
+                );
+                return None;
+            }
+        };
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         Some(Self {
             dir: dir.to_path_buf(),
             engine_key: hasher.finish().to_le_bytes(),
+            owner,
         })
     }
 
@@ -104,7 +113,7 @@ impl CompileCache {
         let path = self.path_for(wasm);
         if path.is_file() {
             // Read, not mapped: a mapped file truncated under us would crash the process.
-            let loaded = check_private(&path)
+            let loaded = check_private(&path, self.owner)
                 .and_then(|()| std::fs::read(&path).map_err(|e| e.to_string()))
                 .and_then(|artefact| {
                     // SAFETY: the file is in a directory only this user can write, and only this
@@ -158,9 +167,23 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
-/// Refuses a path others could have written: group- or world-writable, or owned by another user
-/// (the owner of a file this process creates beside it is the reference).
-fn check_private(path: &Path) -> Result<(), String> {
+/// The owner of a file this process creates in `dir`: the user refract writes files as.
+fn file_owner(dir: &Path) -> Result<u32, String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let probe = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
+        Ok(probe.as_file().metadata().map_err(|e| e.to_string())?.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(0)
+    }
+}
+
+/// Refuses a path others could have written: group- or world-writable, or not owned by `owner`.
+fn check_private(path: &Path, owner: u32) -> Result<(), String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -172,21 +195,16 @@ fn check_private(path: &Path) -> Result<(), String> {
                 meta.mode() & 0o777
             ));
         }
-        let dir = if meta.is_dir() {
-            path
-        } else {
-            path.parent().unwrap_or(path)
-        };
-        let probe = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-        let me = probe.as_file().metadata().map_err(|e| e.to_string())?.uid();
-        if meta.uid() != me {
+        if meta.uid() != owner {
             return Err(format!(
-                "{} belongs to uid {}, not to this user (uid {me})",
+                "{} belongs to uid {}, not to this user (uid {owner})",
                 path.display(),
                 meta.uid()
             ));
         }
     }
+    #[cfg(not(unix))]
+    let _ = (path, owner);
     Ok(())
 }
 
