@@ -342,3 +342,29 @@ impl CatchUp {
         }
     }
 }
+
+#[cfg(all(test, target_os = "linux", not(target_env = "musl")))]
+mod allocator_tests {
+    use std::ffi::CStr;
+
+    /// librdkafka calls `malloc` by name; the binary itself must define it (jemalloc's, exported
+    /// unprefixed) so those calls do not reach glibc.
+    #[test]
+    fn c_malloc_resolves_to_the_binary_not_glibc() {
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr only reads the address and fills `info`.
+        let found = unsafe { libc::dladdr(libc::malloc as *const libc::c_void, &mut info) };
+        assert_ne!(found, 0, "dladdr found no object for malloc");
+        // SAFETY: dladdr succeeded, so dli_fname is a NUL-terminated path.
+        let object = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+        let exe = std::env::current_exe().expect("current exe");
+        assert!(
+            !object.contains("libc.so"),
+            "malloc comes from {object}, not from {}",
+            exe.display()
+        );
+        let exe = std::fs::canonicalize(exe).expect("canonical exe");
+        let object = std::fs::canonicalize(&*object).expect("canonical object");
+        assert_eq!(object, exe);
+    }
+}
