@@ -856,7 +856,7 @@ impl FlowRunner {
     ) -> Result<()> {
         let mut timeout = Duration::from_millis(100);
         let mut polled = 0u64;
-        let mut pending: Vec<(usize, BorrowedMessage<'_>, Option<Cow<'_, str>>)> = Vec::new();
+        let mut pending: Vec<Fetched<'_>> = Vec::new();
         let mut looped = 0u64;
         let mut now = now_ms();
         // Slots whose read metrics gathered something in this batch.
@@ -896,8 +896,11 @@ impl FlowRunner {
                 poll_producer(clients, Duration::ZERO);
                 now = now_ms();
             }
+            // Once per record: for a record without headers librdkafka re-parses (allocating a
+            // buffer) on every call, finding nothing each time.
+            let headers = msg.headers();
             let stamp = if self.flow.provenance_header {
-                match provenance(msg.headers(), &self.source.alias, &self.target.alias) {
+                match provenance(headers, &self.source.alias, &self.target.alias) {
                     Some(stamp) => Some(stamp),
                     None => {
                         // It came from the target: sending it back would loop.
@@ -912,7 +915,7 @@ impl FlowRunner {
             if chain.is_empty() {
                 lock(progress)[i].sent(offset, 1);
                 let headers = match &stamp {
-                    None => msg.headers().map(|h| {
+                    None => headers.map(|h| {
                         h.iter()
                             .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
                                 acc.insert(Header {
@@ -922,10 +925,9 @@ impl FlowRunner {
                             })
                     }),
                     Some(stamp) => {
-                        let mut out = OwnedHeaders::new_with_capacity(
-                            msg.headers().map_or(0, |h| h.count()) + 1,
-                        );
-                        if let Some(h) = msg.headers() {
+                        let mut out =
+                            OwnedHeaders::new_with_capacity(headers.map_or(0, |h| h.count()) + 1);
+                        if let Some(h) = headers {
                             for hd in h.iter().filter(|hd| hd.key != PROVENANCE_HEADER) {
                                 out = out.insert(Header {
                                     key: hd.key,
@@ -950,7 +952,13 @@ impl FlowRunner {
                 send(clients, Box::new((i, offset, true)), output)?;
             } else {
                 // Kept as fetched: the chain reads (and usually forwards) these very bytes.
-                pending.push((i, msg, stamp));
+                let has_headers = headers.is_some();
+                pending.push(Fetched {
+                    slot: i,
+                    msg,
+                    stamp,
+                    has_headers,
+                });
             }
         }
         for i in touched {
@@ -976,25 +984,23 @@ impl FlowRunner {
         slots: &Slots,
         progress: &Progress,
         chain: &mut Chain,
-        pending: &[(usize, BorrowedMessage<'_>, Option<Cow<'_, str>>)],
+        pending: &[Fetched<'_>],
     ) -> Result<()> {
         // Indices into `pending`, per slot, in poll (= offset) order.
         let mut runs: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (k, (i, _, _)) in pending.iter().enumerate() {
-            match runs.iter_mut().find(|(s, _)| s == i) {
+        for (k, f) in pending.iter().enumerate() {
+            match runs.iter_mut().find(|(s, _)| *s == f.slot) {
                 Some((_, run)) => run.push(k),
-                None => runs.push((*i, vec![k])),
+                None => runs.push((f.slot, vec![k])),
             }
         }
         for (i, run) in runs {
             let slot = &slots.slots[i];
             let (topic, partition, remote) = (&slot.topic, slot.partition, &slot.remote);
-            let offsets: Vec<i64> = run.iter().map(|&k| pending[k].1.offset()).collect();
-            let stamps: Vec<Option<&str>> = run.iter().map(|&k| pending[k].2.as_deref()).collect();
-            let items: Vec<Item<'_>> = run
-                .iter()
-                .map(|&k| item_of(&pending[k].1, remote, pending[k].2.is_some()))
-                .collect();
+            let offsets: Vec<i64> = run.iter().map(|&k| pending[k].msg.offset()).collect();
+            let stamps: Vec<Option<&str>> =
+                run.iter().map(|&k| pending[k].stamp.as_deref()).collect();
+            let items: Vec<Item<'_>> = run.iter().map(|&k| pending[k].item(remote)).collect();
             let out = chain
                 .run(topic, partition, items)
                 .map_err(anyhow::Error::new)?;
@@ -1492,23 +1498,43 @@ impl<'a> Output<'a> {
 
 /// A record as the chain receives it, borrowing the fetched bytes; the provenance header is left
 /// out when the flow stamps a new one.
-fn item_of<'m>(msg: &'m BorrowedMessage<'_>, remote: &'m str, restamp: bool) -> Item<'m> {
-    Item {
-        offset: msg.offset(),
-        topic: Cow::Borrowed(remote),
-        partition: msg.partition(),
-        timestamp: msg.timestamp().to_millis(),
-        key: msg.key().map(Cow::Borrowed),
-        value: msg.payload().map(Cow::Borrowed),
-        headers: msg
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .filter(|h| !restamp || h.key != PROVENANCE_HEADER)
-                    .map(|h| (Cow::Borrowed(h.key), h.value.map(Cow::Borrowed)))
-                    .collect()
-            })
-            .unwrap_or_default(),
+/// A record polled from the source, waiting for the processor chain.
+struct Fetched<'m> {
+    /// Index of its partition's slot.
+    slot: usize,
+    msg: BorrowedMessage<'m>,
+    /// Its provenance stamp, when the flow stamps records.
+    stamp: Option<Cow<'m, str>>,
+    /// Whether librdkafka found headers on it (asking again costs a parse when there are none).
+    has_headers: bool,
+}
+
+impl Fetched<'_> {
+    /// The record as the chain's first stage sees it, borrowing the fetched bytes.
+    fn item<'s>(&'s self, remote: &'s str) -> Item<'s> {
+        let msg = &self.msg;
+        let restamp = self.stamp.is_some();
+        let headers = if self.has_headers {
+            msg.headers()
+        } else {
+            None
+        };
+        Item {
+            offset: msg.offset(),
+            topic: Cow::Borrowed(remote),
+            partition: msg.partition(),
+            timestamp: msg.timestamp().to_millis(),
+            key: msg.key().map(Cow::Borrowed),
+            value: msg.payload().map(Cow::Borrowed),
+            headers: headers
+                .map(|h| {
+                    h.iter()
+                        .filter(|h| !restamp || h.key != PROVENANCE_HEADER)
+                        .map(|h| (Cow::Borrowed(h.key), h.value.map(Cow::Borrowed)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
     }
 }
 
