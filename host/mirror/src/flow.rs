@@ -1496,8 +1496,6 @@ impl<'a> Output<'a> {
     }
 }
 
-/// A record as the chain receives it, borrowing the fetched bytes; the provenance header is left
-/// out when the flow stamps a new one.
 /// A record polled from the source, waiting for the processor chain.
 struct Fetched<'m> {
     /// Index of its partition's slot.
@@ -1510,7 +1508,8 @@ struct Fetched<'m> {
 }
 
 impl Fetched<'_> {
-    /// The record as the chain's first stage sees it, borrowing the fetched bytes.
+    /// The record as the chain receives it, borrowing the fetched bytes; the provenance header is
+    /// left out when the flow stamps a new one.
     fn item<'s>(&'s self, remote: &'s str) -> Item<'s> {
         let msg = &self.msg;
         let restamp = self.stamp.is_some();
