@@ -52,7 +52,7 @@ pub fn list_topics(client: &BaseConsumer) -> Result<Vec<(String, i32)>> {
 
 /// Creates `name` unless the cluster `meta` reads already has it: no admin request is made for
 /// an existing topic, so a principal without CREATE rights (or a broker without CreateTopics)
-/// can still use topics created for it.
+/// can still use topics created for it. True when it asked the cluster to create the topic.
 pub fn ensure_topic(
     meta: &BaseConsumer,
     admin: &AdminClient<DefaultClientContext>,
@@ -60,12 +60,12 @@ pub fn ensure_topic(
     partitions: i32,
     replication_factor: i32,
     configs: &[(String, String)],
-) -> Result<()> {
+) -> Result<bool> {
     let exists = list_topics(meta).is_ok_and(|topics| topics.iter().any(|(t, _)| t == name));
     if exists {
-        return Ok(());
+        return Ok(false);
     }
-    create_topic(admin, name, partitions, replication_factor, configs)
+    create_topic(admin, name, partitions, replication_factor, configs).map(|()| true)
 }
 
 /// Creates a topic with `partitions` partitions and topic `configs`; an existing topic is fine.

@@ -1084,24 +1084,22 @@ impl FlowRunner {
         if lock(&self.known_outputs).contains(topic) {
             return Ok(());
         }
-        let exists = list_topics(&clients.target_meta)?
-            .iter()
-            .any(|(t, _)| t == topic);
-        if !exists {
-            create_topic(
-                &clients.admin,
-                topic,
-                partitions,
-                self.flow.replication_factor,
-                &[],
+        let created = ensure_topic(
+            &clients.target_meta,
+            &clients.admin,
+            topic,
+            partitions,
+            self.flow.replication_factor,
+            &[],
+        )
+        .with_context(|| {
+            format!(
+                "creating {topic} on {} for flow {}",
+                self.target.alias,
+                self.flow.name()
             )
-            .with_context(|| {
-                format!(
-                    "creating {topic} on {} for flow {}",
-                    self.target.alias,
-                    self.flow.name()
-                )
-            })?;
+        })?;
+        if created {
             info!(flow = %self.flow.name(), "created {topic} on {} with {partitions} partitions", self.target.alias);
         }
         lock(&self.known_outputs).insert(topic.to_string());

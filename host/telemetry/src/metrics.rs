@@ -253,9 +253,7 @@ impl Stat {
     pub fn snapshot(&self) -> StatSnapshot {
         self.0.snapshot()
     }
-}
 
-impl Stat {
     /// Adds every observation gathered in `batch` at once (one lock, one clock read) and empties
     /// it; the result is the same as recording each value in turn now.
     pub fn record_all(&self, batch: &mut StatBatch) {
@@ -377,23 +375,11 @@ impl StatCell {
     }
 
     fn record(&self, v: f64) {
-        if v.is_nan() {
-            return;
+        let mut one = StatBatch::new();
+        one.record(v);
+        if !one.is_empty() {
+            self.merge(&one);
         }
-        let epoch = self.epoch_now();
-        let mut state = self.lock();
-        state.last = v;
-        let slot = &mut state.slots[(epoch % STAT_SLOTS as u64) as usize];
-        if slot.epoch != epoch {
-            *slot = Slot {
-                epoch,
-                ..Slot::UNUSED
-            };
-        }
-        slot.count += 1;
-        slot.sum += v;
-        slot.min = slot.min.min(v);
-        slot.max = slot.max.max(v);
     }
 
     fn merge(&self, batch: &StatBatch) {
