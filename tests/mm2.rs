@@ -238,7 +238,7 @@ fn checkpoints_need_syncs_and_are_monotonic_across_restarts() {
 #[test]
 fn group_offset_sync_skips_active_and_never_rewinds() {
     let a = Broker::start("a");
-    let b = Broker::start_memory("b");
+    let b = Broker::start("b");
     let topic = unique("ledger");
     let remote = format!("a.{topic}");
     a.create_topic(&topic, 2);

@@ -1,13 +1,15 @@
-//! Test harness: real tansu brokers on loopback ports, the real `refract` binary, and Kafka
-//! helpers to produce and read back records.
+//! Test harness: real Apache Kafka brokers (single-node KRaft clusters from the jars
+//! `.ci/install-kafka` resolves) on loopback ports, the real `refract` binary, and Kafka helpers
+//! to produce and read back records.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -54,71 +56,326 @@ pub fn wait_or_explain(what: &str, mut cond: impl FnMut() -> bool, explain: impl
     }
 }
 
-fn tansu_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("TANSU_BIN") {
-        return PathBuf::from(p);
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let p = Path::new(&home).join(".cargo/bin/tansu");
-        if p.exists() {
-            return p;
+/// The folder of Apache Kafka jars (broker, tools, MirrorMaker 2): `REFRACT_KAFKA_LIBS`, else what
+/// `.ci/install-kafka` resolves (once per test binary; a no-op when its cache is warm).
+pub fn kafka_libs() -> &'static Path {
+    static LIBS: OnceLock<PathBuf> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        if let Some(p) = std::env::var_os("REFRACT_KAFKA_LIBS") {
+            return PathBuf::from(p);
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/install-kafka");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed: Apache Kafka could not be resolved from Maven Central",
+            script.display()
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
+    })
+}
+
+/// The `java` to run Kafka with: `$JAVA_HOME/bin/java`, else the one on the PATH.
+pub fn java() -> PathBuf {
+    std::env::var_os("JAVA_HOME")
+        .map(|h| Path::new(&h).join("bin/java"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("java"))
+}
+
+/// `java` with a classpath of every Kafka jar.
+pub fn kafka_java() -> Command {
+    let mut cmd = Command::new(java());
+    cmd.arg("-cp")
+        .arg(format!("{}/*", kafka_libs().display()));
+    cmd
+}
+
+/// Spawns `cmd` from one thread that lives as long as the test process, with a parent-death
+/// signal: a broker (or MirrorMaker 2) never outlives the test binary, even when a shared broker
+/// is never dropped or the binary aborts. (The signal follows the spawning *thread*, so it must
+/// not be a test thread, which ends with its test.)
+pub fn spawn_owned(cmd: Command) -> std::io::Result<Child> {
+    type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        std::thread::spawn(move || {
+            for (mut cmd, reply) in rx {
+                #[cfg(target_os = "linux")]
+                unsafe {
+                    use std::os::unix::process::CommandExt;
+                    cmd.pre_exec(|| {
+                        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                let _ = reply.send(cmd.spawn());
+            }
+        });
+        Mutex::new(tx)
+    });
+    let (reply, answer) = mpsc::channel();
+    tx.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, reply))
+        .expect("spawner thread");
+    answer.recv().expect("spawner reply")
+}
+
+/// A loopback port nobody in this process has been given before and that was free a moment ago.
+/// Another process can still take it before the broker binds it: [`Broker`] retries with new
+/// ports when its broker reports the address in use.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = l.local_addr().expect("local addr").port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
         }
     }
-    PathBuf::from("tansu")
 }
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local addr").port()
+/// A random KRaft cluster id (16 bytes, base64url without padding, as `kafka-storage random-uuid`).
+fn cluster_id() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        ^ (u64::from(std::process::id()) << 32)
+        ^ unique("id").len() as u64;
+    let mut bits = String::new();
+    for _ in 0..22 {
+        // xorshift: random enough for an id nobody else on this machine uses
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        bits.push(ALPHABET[(seed % 64) as usize] as char);
+    }
+    // the 22nd character carries only 2 bits of the 128: keep it a valid base64 end
+    bits.pop();
+    bits.push('A');
+    bits
 }
 
-/// One tansu broker = one single-node Kafka cluster with sqlite storage in a temp folder.
+/// Broker settings every test broker gets: one node, replication factor 1, quick group joins,
+/// topics created only when asked for (as on most production clusters).
+const BROKER_DEFAULTS: &[(&str, &str)] = &[
+    ("process.roles", "broker,controller"),
+    ("node.id", "1"),
+    ("controller.listener.names", "CONTROLLER"),
+    ("inter.broker.listener.name", "PLAINTEXT"),
+    ("offsets.topic.replication.factor", "1"),
+    ("offsets.topic.num.partitions", "1"),
+    ("transaction.state.log.replication.factor", "1"),
+    ("transaction.state.log.min.isr", "1"),
+    ("transaction.state.log.num.partitions", "1"),
+    ("share.coordinator.state.topic.replication.factor", "1"),
+    ("share.coordinator.state.topic.min.isr", "1"),
+    ("group.initial.rebalance.delay.ms", "0"),
+    ("auto.create.topics.enable", "false"),
+    ("num.partitions", "1"),
+    ("log.flush.interval.messages", "9223372036854775807"),
+];
+
+/// One Apache Kafka broker = one single-node KRaft cluster (combined broker and controller) with
+/// its data in a temp folder, started from the jars `.ci/install-kafka` resolves.
 pub struct Broker {
-    child: Child,
+    child: Mutex<Option<Child>>,
+    /// `host:port` of its PLAINTEXT listener.
     pub bootstrap: String,
+    /// Its data, configuration and `broker.log`.
     pub dir: TempDir,
+    /// The cluster's name in test output.
+    pub name: String,
+    jvm: Vec<String>,
 }
 
 impl Broker {
-    /// Starts a broker and waits until it answers metadata requests.
+    /// Starts a broker of its own for this test and waits until it serves metadata.
     pub fn start(cluster: &str) -> Self {
-        Self::start_with(cluster, &format!("sqlite://{cluster}.db"))
+        Self::start_with(cluster, &[])
     }
 
-    /// Starts a broker with in-memory storage: the only tansu engine that describes consumer
-    /// groups (DescribeGroups, group states), which the sqlite engine cannot (TEST-BROKERS.md).
-    pub fn start_memory(cluster: &str) -> Self {
-        Self::start_with(cluster, &format!("memory://{cluster}/"))
+    /// Starts a broker of its own with extra `server.properties` entries (an authorizer, say).
+    pub fn start_with(cluster: &str, extra: &[(&str, &str)]) -> Self {
+        let mut last = String::new();
+        for _attempt in 0..4 {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let (port, cport) = (free_port(), free_port());
+            let mut props: Vec<(String, String)> = BROKER_DEFAULTS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            props.extend([
+                (
+                    "listeners".into(),
+                    format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"),
+                ),
+                (
+                    "advertised.listeners".into(),
+                    format!("PLAINTEXT://127.0.0.1:{port}"),
+                ),
+                (
+                    "listener.security.protocol.map".into(),
+                    "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
+                ),
+                (
+                    "controller.quorum.voters".into(),
+                    format!("1@127.0.0.1:{cport}"),
+                ),
+                ("log.dirs".into(), dir.path().join("data").display().to_string()),
+            ]);
+            for (k, v) in extra {
+                props.retain(|(key, _)| key != k);
+                props.push((k.to_string(), v.to_string()));
+            }
+            let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            std::fs::write(dir.path().join("server.properties"), text).expect("server.properties");
+            std::fs::write(
+                dir.path().join("log4j2.properties"),
+                format!(
+                    "rootLogger.level=WARN\nrootLogger.appenderRef.f.ref=F\n\
+                     appender.f.type=File\nappender.f.name=F\nappender.f.fileName={}\n\
+                     appender.f.layout.type=PatternLayout\n\
+                     appender.f.layout.pattern=[%d] %p %m (%c)%n\n",
+                    dir.path().join("broker.log").display()
+                ),
+            )
+            .expect("log4j2.properties");
+            let format = kafka_java()
+                .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
+                .args(["kafka.tools.StorageTool", "format", "-t", &cluster_id(), "-c"])
+                .arg(dir.path().join("server.properties"))
+                .output()
+                .expect("run kafka-storage format");
+            assert!(
+                format.status.success(),
+                "kafka-storage format failed for {cluster}: {}{}",
+                String::from_utf8_lossy(&format.stdout),
+                String::from_utf8_lossy(&format.stderr)
+            );
+            let broker = Self {
+                child: Mutex::new(None),
+                bootstrap: format!("127.0.0.1:{port}"),
+                dir,
+                name: cluster.to_string(),
+                jvm: vec![
+                    "-Xms64m".into(),
+                    "-Xmx512m".into(),
+                    "-XX:+UseSerialGC".into(),
+                    "-XX:TieredStopAtLevel=1".into(),
+                    "-XX:-UsePerfData".into(),
+                ],
+            };
+            match broker.launch() {
+                Ok(()) => return broker,
+                Err(log) if log.contains("Address already in use") => {
+                    // another process took a port between free_port() and the bind: new ports
+                    last = log;
+                    continue;
+                }
+                Err(log) => panic!("Kafka broker {cluster} failed to start:\n{log}"),
+            }
+        }
+        panic!("Kafka broker {cluster} found no free ports:\n{last}");
     }
 
-    fn start_with(cluster: &str, storage: &str) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let url = format!("tcp://127.0.0.1:{port}");
-        let log = std::fs::File::create(dir.path().join("broker.log")).expect("broker log");
-        let child = Command::new(tansu_binary())
-            .current_dir(dir.path())
-            .args(["broker", "--cluster-id", cluster, "--listener-url", &url, "--advertised-listener-url", &url])
-            .args(["--storage-engine", storage])
+    /// A broker shared by every test of this test binary that asks for `cluster`; started on
+    /// first use and stopped when the binary exits. Safe for tests that use only topics and groups
+    /// named by [`unique`] and pipelines that select only those topics.
+    pub fn shared(cluster: &str) -> &'static Broker {
+        static SHARED: Mutex<BTreeMap<String, &'static OnceLock<Broker>>> =
+            Mutex::new(BTreeMap::new());
+        let cell: &'static OnceLock<Broker> = *SHARED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(cluster.to_string())
+            .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
+        cell.get_or_init(|| Broker::start(cluster))
+    }
+
+    /// Starts the JVM on this broker's folder and waits until it serves metadata; on failure
+    /// returns its log.
+    fn launch(&self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("stdout.log"))
+            .expect("broker stdout log");
+        let mut cmd = Command::new(java());
+        cmd.args(&self.jvm)
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                self.dir.path().join("log4j2.properties").display()
+            ))
+            .arg("-cp")
+            .arg(format!("{}/*", kafka_libs().display()))
+            .arg("kafka.Kafka")
+            .arg(self.dir.path().join("server.properties"))
+            .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start tansu ({}): {e}; run .ci/run or `cargo install tansu --version 0.6.0 --locked --features dynostore,libsql`", tansu_binary().display()));
-        let broker = Self {
-            child,
-            bootstrap: format!("127.0.0.1:{port}"),
-            dir,
-        };
-        wait_until("the broker to listen", || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
+            .stderr(log);
+        let child = spawn_owned(cmd).unwrap_or_else(|e| {
+            panic!(
+                "cannot start Kafka with {}: {e}; is Java 17+ installed (JAVA_HOME)?",
+                java().display()
+            )
         });
-        wait_until("the broker to serve metadata", || {
-            broker
+        *self.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.exited() {
+                return Err(format!("exited with {status}\n{}", self.log()));
+            }
+            let ready = self
                 .consumer()
-                .fetch_metadata(None, Duration::from_secs(2))
-                .is_ok()
-        });
-        broker
+                .fetch_metadata(None, Duration::from_secs(1))
+                .is_ok_and(|md| !md.brokers().is_empty());
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("not serving metadata after {DEADLINE:?}\n{}", self.log()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn exited(&self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// What the broker logged (warnings and errors) and printed.
+    pub fn log(&self) -> String {
+        let read = |f: &str| std::fs::read_to_string(self.dir.path().join(f)).unwrap_or_default();
+        format!("{}{}", read("stdout.log"), read("broker.log"))
+    }
+
+    /// Kills the broker (SIGKILL, like a crashed machine); its data stays for [`Broker::resume`].
+    pub fn kill(&self) {
+        if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a killed broker again on the same ports and data, and waits until it serves.
+    pub fn resume(&self) {
+        self.launch()
+            .unwrap_or_else(|log| panic!("Kafka broker {} failed to restart:\n{log}", self.name));
     }
 
     /// A consumer with no group, for metadata and reads.
@@ -360,8 +617,7 @@ impl Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
