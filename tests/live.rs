@@ -1,4 +1,4 @@
-//! Live operations against real tansu brokers: plugins swapped on disk while records flow, a
+//! Live operations against real Apache Kafka brokers: plugins swapped on disk while records flow, a
 //! corrupt plugin rejected, and a pipeline edited while running.
 
 mod support;
@@ -228,7 +228,10 @@ fn pipeline_edit_applies_without_restarting_unchanged_flows() {
     });
     // The removed flow no longer mirrors.
     b.produce(&t4, &sample_records("after-removal", 1, 5));
-    std::thread::sleep(Duration::from_secs(3));
+    // The added b->a reads the same records the removed b->c would have.
+    refract.wait("b->a to mirror the new records", || {
+        a.counts(&format!("b.{t4}")).iter().sum::<i64>() == 15
+    });
     assert_eq!(
         b.counts(&format!("a.{t1}")).iter().sum::<i64>(),
         15,
@@ -287,22 +290,24 @@ fn sigterm_drains_commits_and_restarts_without_duplicates() {
     );
     let took = started.elapsed();
     assert!(took < Duration::from_secs(30), "stopped in {took:?}");
+    // (Anything the stopped process still sent would show up below as a duplicate.)
     let at_stop = b.counts(&remote).iter().sum::<i64>();
-    std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(
-        b.counts(&remote).iter().sum::<i64>(),
-        at_stop,
-        "nothing sent after exit"
-    );
     refract.restart(&[]);
-    std::thread::sleep(Duration::from_secs(2));
+    refract.wait("the restarted process to mirror new records", || {
+        b.counts(&remote).iter().sum::<i64>() > at_stop + 100
+    });
     stop.store(true, Ordering::Relaxed);
     producer.join().expect("producer");
     let total = sent.load(Ordering::Relaxed) as i64;
-    refract.wait("everything mirrored", || {
-        b.counts(&remote).iter().sum::<i64>() >= total
+    assert_eq!(a.counts(&topic).iter().sum::<i64>(), total);
+    // Per partition, the last record arriving means everything before it (duplicates a
+    // restart would re-send come first) has arrived.
+    refract.wait("every partition mirrored to its end", || {
+        b.counts(&remote)
+            .iter()
+            .zip(a.counts(&topic))
+            .all(|(got, want)| *got >= want)
     });
-    std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         b.counts(&remote).iter().sum::<i64>(),
         total,
@@ -362,20 +367,26 @@ fn metrics_health_status_and_reload_endpoints() {
     a.create_topic(&topic, 2);
     let records = sample_records(&topic, 2, 40);
     a.produce(&topic, &records);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    // Port 0: the endpoint binds a free port itself and logs it (no port picked here that
+    // another process could take first).
     let text = format!(
-        "[metrics]\nlisten = \"{addr}\"\n{}",
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n{}",
         pipeline(
             &[("a", &a), ("b", &b)],
             &format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\nprocessors = [{{ plugin = \"builtin:filter\", config = {{ action = \"keep\", topic = \".*\" }} }}]\n")
         )
     );
     let refract = Refract::start(&text, &[]);
+    let mut addr = String::new();
+    refract.wait("the metrics endpoint's address in the log", || {
+        let log = refract.log();
+        let found = log
+            .lines()
+            .find_map(|l| l.split("on http://").nth(1))
+            .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
+        addr = found.unwrap_or_default();
+        !addr.is_empty()
+    });
     let remote = format!("a.{topic}");
     refract.wait("mirrored", || b.counts(&remote).iter().sum::<i64>() == 40);
     let lag_zero = |body: &str| {
@@ -402,9 +413,13 @@ fn metrics_health_status_and_reload_endpoints() {
             serde_json::from_str(&http(&addr, "GET", "/status").1).unwrap_or_default();
         (0..2).all(|p| status["flows"][0]["lag"][format!("{topic}[{p}]")] == 0)
     };
+    // Heartbeat topics are mirrored like data, so a heartbeat may be in flight at any scrape:
+    // wait for a scrape with nothing in flight.
+    let nothing_inflight =
+        |body: &str| series(body, "refract_inflight_bytes", &[("flow", "a->b")]) == Some(0.0);
     refract.wait("every record acknowledged and the lag back to 0", || {
         body = http(&addr, "GET", "/metrics").1;
-        acked(&body) && status_lag_zero() && lag_zero(&body)
+        acked(&body) && status_lag_zero() && lag_zero(&body) && nothing_inflight(&body)
     });
     for p in 0..2 {
         let labels = [
@@ -510,11 +525,13 @@ fn metrics_health_status_and_reload_endpoints() {
         "{body}"
     );
     assert_eq!(http(&addr, "GET", "/nope").0, 404);
-    // `refract status` reads the same endpoint.
+    // `refract status` reads the same endpoint (named, since the pipeline says port 0).
     let out = refract_cmd(&[
         "status",
         "--config",
         refract.pipeline.to_str().expect("path"),
+        "--addr",
+        &addr,
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");

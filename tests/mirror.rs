@@ -1,4 +1,4 @@
-//! Integration tests: the `refract` binary mirroring between real tansu brokers through real
+//! Integration tests: the `refract` binary mirroring between real Apache Kafka brokers through real
 //! WebAssembly policy components.
 
 mod support;
@@ -181,9 +181,15 @@ fn excluded_and_internal_topics_are_not_created() {
     refract.wait("the kept topic to be mirrored", || {
         b.counts(&format!("a.{keep}")).iter().sum::<i64>() == 5
     });
-    // Two more discovery rounds.
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(b.user_topics(), vec![format!("a.{keep}")]);
+    // A topic created now is mirrored by a later discovery round, which saw the others again.
+    let marker = unique("marker");
+    a.create_topic(&marker, 1);
+    refract.wait("a discovery round after the start", || {
+        b.topics().contains_key(&format!("a.{marker}"))
+    });
+    let mut want = vec![format!("a.{keep}"), format!("a.{marker}")];
+    want.sort();
+    assert_eq!(b.user_topics(), want);
     assert!(refract.running());
     refract.stop();
 }
@@ -205,12 +211,34 @@ fn active_active_never_loops() {
     refract.wait("b's topic on a", || {
         a.counts(&format!("b.{topic}")).iter().sum::<i64>() == 60
     });
-    // Several discovery rounds: remote copies must never be mirrored back.
-    std::thread::sleep(Duration::from_secs(4));
+    // Topics created now are mirrored by discovery rounds that also saw the remote copies:
+    // those must never be mirrored back.
+    let (ma, mb) = (unique("marker-a"), unique("marker-b"));
+    a.create_topic(&ma, 1);
+    b.create_topic(&mb, 1);
+    refract.wait("a discovery round on each side", || {
+        b.topics().contains_key(&format!("a.{ma}")) && a.topics().contains_key(&format!("b.{mb}"))
+    });
     let on_a: BTreeSet<String> = a.user_topics().into_iter().collect();
     let on_b: BTreeSet<String> = b.user_topics().into_iter().collect();
-    assert_eq!(on_a, BTreeSet::from([topic.clone(), format!("b.{topic}")]));
-    assert_eq!(on_b, BTreeSet::from([topic.clone(), format!("a.{topic}")]));
+    assert_eq!(
+        on_a,
+        BTreeSet::from([
+            topic.clone(),
+            format!("b.{topic}"),
+            ma.clone(),
+            format!("b.{mb}")
+        ])
+    );
+    assert_eq!(
+        on_b,
+        BTreeSet::from([
+            topic.clone(),
+            format!("a.{topic}"),
+            mb.clone(),
+            format!("a.{ma}")
+        ])
+    );
     assert_eq!(
         a.counts(&topic).iter().sum::<i64>(),
         40,
@@ -242,8 +270,17 @@ fn dedicated_mode_runs_only_flows_into_the_named_cluster() {
     refract.wait("a->b to mirror", || {
         b.counts(&format!("a.{ta}")).iter().sum::<i64>() == 10
     });
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(a.user_topics(), vec![ta.clone()], "b->a must not run");
+    // A topic created on b now would be mirrored by b->a's discovery; one created on a is
+    // mirrored by a->b's, which proves discovery rounds ran meanwhile.
+    let (ma, mb) = (unique("marker-a"), unique("marker-b"));
+    b.create_topic(&mb, 1);
+    a.create_topic(&ma, 1);
+    refract.wait("a->b's discovery of a topic created after b's", || {
+        b.topics().contains_key(&format!("a.{ma}"))
+    });
+    let mut want = vec![ta.clone(), ma.clone()];
+    want.sort();
+    assert_eq!(a.user_topics(), want, "b->a must not run");
     assert_eq!(refract.stop(), Some(0));
 }
 
@@ -258,7 +295,7 @@ fn sigkill_mid_flow_loses_nothing() {
         .map(|i| TestRecord {
             partition: i % 4,
             key: Some(format!("k{i}").into_bytes()),
-            // ~1 KiB values: 20 MiB take tansu a few seconds to serve, so the kill lands mid-flow.
+            // ~1 KiB values: 20 MiB take the mirror a few seconds, so the kill lands mid-flow.
             value: Some(format!("v{i}-{}", "x".repeat(1000)).into_bytes()),
             headers: vec![],
             timestamp: 1_700_000_000_000 + i as i64,
@@ -340,8 +377,7 @@ fn sigkill_mid_flow_loses_nothing() {
 }
 
 /// A remote topic that already exists is used as it is; when it has fewer partitions than the
-/// source and the broker cannot add partitions (tansu has no CreatePartitions), the partitions
-/// it has are mirrored and the rest wait, with a warning naming both topics.
+/// source, the flow adds the missing ones (CreatePartitions) and mirrors every partition.
 #[test]
 fn existing_remote_topic_with_fewer_partitions() {
     let a = Broker::start("a");
@@ -354,18 +390,16 @@ fn existing_remote_topic_with_fewer_partitions() {
     a.produce(&topic, &records);
     let flows = "[[flow]]\nsource = \"a\"\ntarget = \"b\"\nrefresh_topics_interval = \"1s\"\n";
     let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], flows), &[]);
-    refract.wait("partitions 0 and 1 to be mirrored", || {
-        b.counts(&remote) == vec![10, 10]
+    refract.wait("all four partitions mirrored", || {
+        b.topics().get(&remote) == Some(&4) && b.counts(&remote) == vec![10, 10, 10, 10]
     });
-    let want = by_partition(&records, 4);
-    let got = b.read_all(&remote);
-    assert_eq!(got[0], want[0]);
-    assert_eq!(got[1], want[1]);
-    refract.wait("the warning", || {
+    assert_eq!(b.read_all(&remote), by_partition(&records, 4));
+    assert!(
         refract
             .log()
-            .contains(&format!("{remote} has 2 partitions on b but {topic} has 4"))
-    });
-    assert_eq!(b.topics()[&remote], 2);
+            .contains(&format!("added partitions to {remote} on b: 2 -> 4")),
+        "{}",
+        refract.log()
+    );
     assert_eq!(refract.stop(), Some(0));
 }

@@ -1,5 +1,5 @@
 //! Record processors (filters and transforms) on real records through real flows between two
-//! tansu brokers, with real `.wasm` components: the built-ins and a test transform.
+//! Apache Kafka brokers, with real `.wasm` components: the built-ins and a test transform.
 
 mod support;
 
@@ -7,16 +7,20 @@ use support::*;
 
 /// A flow a->b on one 2-partition topic with `processors` (TOML), fed `records`.
 /// Returns the brokers, the running refract, the source topic and the remote topic.
-fn start(records: &[TestRecord], processors: &str) -> (Broker, Broker, Refract, String, String) {
-    let a = Broker::start("a");
-    let b = Broker::start("b");
+/// The brokers are shared by this binary's tests: each flow selects only its own topic.
+fn start(
+    records: &[TestRecord],
+    processors: &str,
+) -> (&'static Broker, &'static Broker, Refract, String, String) {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
     let topic = unique("orders");
     a.create_topic(&topic, 2);
     a.produce(&topic, records);
     let flows = format!(
         "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\ncommit_interval = \"300ms\"\nprocessors = [\n{processors}\n]\n"
     );
-    let refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], &flows), &[]);
+    let refract = Refract::start(&pipeline(&[("a", a), ("b", b)], &flows), &[]);
     let remote = format!("a.{topic}");
     (a, b, refract, topic, remote)
 }
@@ -50,7 +54,7 @@ fn builtin_filter_drops_matching_records() {
         &records,
         "{ plugin = \"builtin:filter\", config = { header = \"env\", header_value = \"test\" } }",
     );
-    refract.wait("30 records on the target", || total(&b, &remote) == 30);
+    refract.wait("30 records on the target", || total(b, &remote) == 30);
     let kept: Vec<TestRecord> = records
         .iter()
         .filter(|r| r.headers[0].1.as_deref() != Some(b"test"))
@@ -76,7 +80,7 @@ fn builtin_headers_stamps_and_removes_headers() {
         &records,
         "{ plugin = \"builtin:headers\", config = { add = { \"mirrored-from\" = \"${source_cluster}/${topic}\" }, remove = [\"trace\"] } }",
     );
-    refract.wait("20 records on the target", || total(&b, &remote) == 20);
+    refract.wait("20 records on the target", || total(b, &remote) == 20);
     let want: Vec<TestRecord> = records
         .iter()
         .map(|r| TestRecord {
@@ -110,7 +114,7 @@ fn builtin_json_mask_redacts_fields() {
         &records,
         "{ plugin = \"builtin:json-mask\", config = { fields = [\"email\", \"profile.ssn\"] } }",
     );
-    refract.wait("20 records on the target", || total(&b, &remote) == 20);
+    refract.wait("20 records on the target", || total(b, &remote) == 20);
     let want: Vec<TestRecord> = records
         .iter()
         .enumerate()
@@ -140,7 +144,7 @@ fn builtin_route_sends_records_to_another_topic() {
     );
     let eu = format!("{remote}-eu");
     refract.wait("10 records routed and 20 kept", || {
-        total(&b, &eu) == 10 && total(&b, &remote) == 20
+        total(b, &eu) == 10 && total(b, &remote) == 20
     });
     let (to_eu, rest): (Vec<TestRecord>, Vec<TestRecord>) = records
         .iter()
@@ -168,7 +172,7 @@ fn transform_fans_one_record_out_into_three() {
             plugin.display()
         ),
     );
-    refract.wait("30 records on the target", || total(&b, &remote) == 30);
+    refract.wait("30 records on the target", || total(b, &remote) == 30);
     let want: Vec<TestRecord> = records
         .iter()
         .flat_map(|r| {
@@ -200,7 +204,7 @@ fn dead_letter_holds_exactly_the_failed_records() {
     );
     let dlq = "refract.dlq.a.internal";
     refract.wait("20 records mirrored and 4 dead-lettered", || {
-        total(&b, &remote) == 20 && total(&b, dlq) == 4
+        total(b, &remote) == 20 && total(b, dlq) == 4
     });
     let bad = [3usize, 5, 7, 9];
     let good: Vec<TestRecord> = records
@@ -268,7 +272,7 @@ fn stop_halts_the_flow_and_a_restart_loses_nothing() {
         refract.running(),
         "the process keeps running; only the flow halted"
     );
-    let before = total(&b, &remote);
+    let before = total(b, &remote);
     assert!(before < 20, "the failed batch was not mirrored ({before})");
     refract.stop();
 
@@ -277,7 +281,7 @@ fn stop_halts_the_flow_and_a_restart_loses_nothing() {
         .replace(", config = { panic_on = \"v13\" }", "");
     std::fs::write(&refract.pipeline, fixed).expect("rewrite pipeline");
     refract.restart(&[]);
-    refract.wait("every record on the target", || total(&b, &remote) >= 20);
+    refract.wait("every record on the target", || total(b, &remote) >= 20);
     let got = b.read_all(&remote);
     for (p, want) in by_partition(&records, 2).iter().enumerate() {
         for w in want {

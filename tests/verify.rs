@@ -1,4 +1,4 @@
-//! `refract verify` against real tansu brokers: a finished mirror verifies OK, one extra record
+//! `refract verify` against real Apache Kafka brokers: a finished mirror verifies OK, one extra record
 //! on the target is reported for exactly its partition, and filters and flow names select what
 //! is compared.
 

@@ -21,8 +21,9 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tempfile::TempDir;
 
-/// Generous deadline for anything a test waits on.
-pub const DEADLINE: Duration = Duration::from_secs(90);
+/// Generous deadline for anything a test waits on (a loaded 2-core machine compiling a Python
+/// or JavaScript plugin while brokers start needs more than a minute).
+pub const DEADLINE: Duration = Duration::from_secs(180);
 
 /// A name no other test uses.
 pub fn unique(prefix: &str) -> String {
@@ -91,8 +92,7 @@ pub fn java() -> PathBuf {
 /// `java` with a classpath of every Kafka jar.
 pub fn kafka_java() -> Command {
     let mut cmd = Command::new(java());
-    cmd.arg("-cp")
-        .arg(format!("{}/*", kafka_libs().display()));
+    cmd.arg("-cp").arg(format!("{}/*", kafka_libs().display()));
     cmd
 }
 
@@ -187,6 +187,9 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("auto.create.topics.enable", "false"),
     ("num.partitions", "1"),
     ("log.flush.interval.messages", "9223372036854775807"),
+    // Test records carry timestamps from 2020 (sample_records): with the default 7-day time
+    // retention, the broker's first retention check (30 s after start) would delete them.
+    ("log.retention.ms", "-1"),
 ];
 
 /// One Apache Kafka broker = one single-node KRaft cluster (combined broker and controller) with
@@ -235,7 +238,10 @@ impl Broker {
                     "controller.quorum.voters".into(),
                     format!("1@127.0.0.1:{cport}"),
                 ),
-                ("log.dirs".into(), dir.path().join("data").display().to_string()),
+                (
+                    "log.dirs".into(),
+                    dir.path().join("data").display().to_string(),
+                ),
             ]);
             for (k, v) in extra {
                 props.retain(|(key, _)| key != k);
@@ -256,7 +262,12 @@ impl Broker {
             .expect("log4j2.properties");
             let format = kafka_java()
                 .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
-                .args(["kafka.tools.StorageTool", "format", "-t", &cluster_id(), "-c"])
+                .args([
+                    "kafka.tools.StorageTool",
+                    "format",
+                    &format!("--cluster-id={}", cluster_id()),
+                    "-c",
+                ])
                 .arg(dir.path().join("server.properties"))
                 .output()
                 .expect("run kafka-storage format");
@@ -298,7 +309,7 @@ impl Broker {
     pub fn shared(cluster: &str) -> &'static Broker {
         static SHARED: Mutex<BTreeMap<String, &'static OnceLock<Broker>>> =
             Mutex::new(BTreeMap::new());
-        let cell: &'static OnceLock<Broker> = *SHARED
+        let cell: &'static OnceLock<Broker> = SHARED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(cluster.to_string())
@@ -347,7 +358,10 @@ impl Broker {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!("not serving metadata after {DEADLINE:?}\n{}", self.log()));
+                return Err(format!(
+                    "not serving metadata after {DEADLINE:?}\n{}",
+                    self.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -390,50 +404,126 @@ impl Broker {
 
     /// Creates a topic.
     pub fn create_topic(&self, name: &str, partitions: i32) {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()
-            .expect("admin");
-        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
-        let res = futures_executor::block_on(admin.create_topics([&topic], &AdminOptions::new()))
-            .expect("create topics");
-        for r in res {
-            r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
-        }
-        wait_until("the topic to appear", || self.topics().contains_key(name));
+        self.create_topic_with(name, partitions, &[]);
     }
 
     /// Creates a topic with topic configs.
     pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()
-            .expect("admin");
         let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
         for (k, v) in configs {
             topic = topic.set(k, v);
         }
-        let res = futures_executor::block_on(admin.create_topics([&topic], &AdminOptions::new()))
-            .expect("create topics");
+        let res =
+            futures_executor::block_on(self.admin().create_topics([&topic], &AdminOptions::new()))
+                .expect("create topics");
         for r in res {
             r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
         }
-        wait_until("the topic to appear", || self.topics().contains_key(name));
+        self.wait_for_leaders(name, partitions);
     }
 
-    /// A topic's configs as the broker describes them.
-    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+    /// Waits until every partition of `topic` has a leader that answers ListOffsets: a topic
+    /// the controller just created is in the metadata a moment before its partitions serve.
+    pub fn wait_for_leaders(&self, topic: &str, partitions: i32) {
+        let c = self.consumer();
+        wait_or_explain(
+            &format!(
+                "every partition of {topic} on {} to have a leader",
+                self.name
+            ),
+            || {
+                let ready = c
+                    .fetch_metadata(Some(topic), Duration::from_secs(5))
+                    .ok()
+                    .and_then(|md| {
+                        md.topics().first().map(|t| {
+                            t.error().is_none()
+                                && t.partitions().len() as i32 == partitions
+                                && t.partitions()
+                                    .iter()
+                                    .all(|p| p.error().is_none() && p.leader() >= 0)
+                        })
+                    })
+                    .unwrap_or(false);
+                ready
+                    && (0..partitions)
+                        .all(|p| c.fetch_watermarks(topic, p, Duration::from_secs(5)).is_ok())
+            },
+            || self.log(),
+        );
+    }
+
+    /// Grows `topic` to `total` partitions (CreatePartitions).
+    pub fn add_partitions(&self, topic: &str, total: usize) {
+        let res = futures_executor::block_on(self.admin().create_partitions(
+            [&rdkafka::admin::NewPartitions::new(topic, total)],
+            &AdminOptions::new(),
+        ))
+        .expect("create partitions");
+        for r in res {
+            r.unwrap_or_else(|(t, e)| panic!("adding partitions to {t}: {e}"));
+        }
+        self.wait_for_leaders(topic, total as i32);
+    }
+
+    /// Runs one of Kafka's own command-line tools (`class`, e.g.
+    /// `org.apache.kafka.tools.AclCommand`) against this broker, `--bootstrap-server` first;
+    /// panics unless it succeeds, and returns what it printed.
+    pub fn tool(&self, class: &str, args: &[&str]) -> String {
+        let out = kafka_java()
+            .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
+            .arg(class)
+            .args(["--bootstrap-server", &self.bootstrap])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run a Kafka tool");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "{class} {args:?} on {} failed:\n{text}",
+            self.name
+        );
+        text
+    }
+
+    /// An admin client of this cluster.
+    pub fn admin(&self) -> AdminClient<DefaultClientContext> {
+        ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .create()
-            .expect("admin");
-        let res = futures_executor::block_on(admin.describe_configs(
+            .expect("admin")
+    }
+
+    /// Every config entry of topic `name`, as the broker describes them.
+    pub fn describe_topic(&self, name: &str) -> Vec<rdkafka::admin::ConfigEntry> {
+        let res = futures_executor::block_on(self.admin().describe_configs(
             [&rdkafka::admin::ResourceSpecifier::Topic(name)],
             &AdminOptions::new(),
         ))
         .expect("describe configs");
         res.into_iter()
             .flat_map(|r| r.expect("describe").entries)
+            .collect()
+    }
+
+    /// The configs set on `topic` itself (not defaults), as the broker describes them.
+    pub fn topic_overrides(&self, name: &str) -> BTreeMap<String, String> {
+        self.describe_topic(name)
+            .into_iter()
+            .filter(|e| e.source == rdkafka::admin::ConfigSource::DynamicTopic)
+            .filter_map(|e| e.value.map(|v| (e.name, v)))
+            .collect()
+    }
+
+    /// A topic's configs as the broker describes them.
+    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.describe_topic(name)
+            .into_iter()
             .filter_map(|e| e.value.map(|v| (e.name, v)))
             .collect()
     }
@@ -518,10 +608,17 @@ impl Broker {
         let partitions = self.topics().get(topic).copied().unwrap_or(0);
         (0..partitions)
             .map(|p| {
-                let (lo, hi) = c
-                    .fetch_watermarks(topic, p, Duration::from_secs(10))
-                    .expect("watermarks");
-                hi - lo
+                // A partition whose leader is moving (a topic just created, a broker just
+                // restarted) answers with a retriable error for a moment.
+                let mut last = None;
+                for _ in 0..50 {
+                    match c.fetch_watermarks(topic, p, Duration::from_secs(10)) {
+                        Ok((lo, hi)) => return hi - lo,
+                        Err(e) => last = Some(e),
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                panic!("watermarks of {topic}[{p}] on {}: {last:?}", self.name)
             })
             .collect()
     }
@@ -529,11 +626,11 @@ impl Broker {
     /// Produces `records` and waits for every acknowledgement.
     pub fn produce(&self, topic: &str, records: &[TestRecord]) {
         let before: i64 = self.counts(topic).iter().sum();
-        let producer: BaseProducer = ClientConfig::new()
+        let producer: BaseProducer<Deliveries> = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set("enable.idempotence", "true")
             .set("linger.ms", "5")
-            .create()
+            .create_with_context(Deliveries::default())
             .expect("producer");
         for r in records {
             let headers = r.headers.iter().fold(OwnedHeaders::new(), |h, (k, v)| {
@@ -561,6 +658,18 @@ impl Broker {
             producer.poll(Duration::ZERO);
         }
         producer.flush(Duration::from_secs(60)).expect("flush");
+        let failed = producer
+            .context()
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        assert!(
+            failed.is_empty(),
+            "{} records to {topic} on {} failed: {:?}",
+            failed.len(),
+            self.name,
+            failed.first()
+        );
         let after: i64 = self.counts(topic).iter().sum();
         assert_eq!(
             after - before,
@@ -618,6 +727,27 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A producer context that keeps every delivery failure, so a test sees them.
+#[derive(Default)]
+pub struct Deliveries {
+    /// The error of each record the broker did not acknowledge.
+    pub failed: Mutex<Vec<String>>,
+}
+
+impl rdkafka::ClientContext for Deliveries {}
+
+impl rdkafka::producer::ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            self.failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(e.to_string());
+        }
     }
 }
 
@@ -708,7 +838,11 @@ impl Refract {
             .arg("run")
             .arg(&self.pipeline)
             .args(args)
-            .env("RUST_LOG", "info,refract_mirror=debug")
+            .env(
+                "RUST_LOG",
+                std::env::var("REFRACT_TEST_LOG")
+                    .unwrap_or_else(|_| "info,refract_mirror=debug".to_string()),
+            )
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -751,6 +885,21 @@ impl Refract {
     /// Everything it logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("refract.log")).unwrap_or_default()
+    }
+
+    /// How many lines of its log contain `needle`.
+    pub fn log_count(&self, needle: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// Waits until `needle` appears in `n` more log lines than it does now: a positive event
+    /// (another discovery round, another sync) to wait for before checking that something did
+    /// *not* happen.
+    pub fn wait_more_logs(&self, needle: &str, n: usize) {
+        let before = self.log_count(needle);
+        self.wait(&format!("{n} more log lines with {needle:?}"), || {
+            self.log_count(needle) >= before + n
+        });
     }
 }
 

@@ -21,6 +21,10 @@ pub struct Status {
     /// The pipeline file.
     #[arg(long)]
     config: PathBuf,
+    /// The running process's metrics address, when it is not the pipeline's `[metrics] listen`
+    /// (a port 0 there, an address behind a proxy).
+    #[arg(long)]
+    addr: Option<String>,
 }
 
 fn get(addr: &str, path: &str) -> Result<String> {
@@ -44,8 +48,11 @@ fn get(addr: &str, path: &str) -> Result<String> {
 impl Status {
     pub fn run(&self) -> Result<()> {
         let pipeline = Pipeline::load(&self.config)?;
-        if let Some(addr) = pipeline.metrics_listen {
-            let addr = addr.to_string();
+        let addr = self
+            .addr
+            .clone()
+            .or_else(|| pipeline.metrics_listen.map(|a| a.to_string()));
+        if let Some(addr) = addr {
             match get(&addr, "/status") {
                 Ok(first) => {
                     // Two samples a second apart give the rates.

@@ -339,6 +339,10 @@ const fn row(toml: &'static str, mm2: &'static [&'static str], kind: Kind) -> Se
     Setting { toml, mm2, kind }
 }
 
+/// The Kafka Connect worker setting naming the topic where MM2 keeps its replication positions
+/// (top level, or `<target alias>.offset.storage.topic`); refract reads it to take over.
+const OFFSET_STORAGE_TOPIC: &str = "offset.storage.topic";
+
 const POLICY_CLASS: &str = "replication.policy.class";
 const POLICY_SEPARATOR: &str = "replication.policy.separator";
 const POLICY_INTERNAL_SEPARATOR: &str = "replication.policy.internal.topic.separator.enabled";
@@ -390,7 +394,7 @@ fn not_needed(key: &str) -> Option<&'static str> {
     } else if starts(&["key.converter", "value.converter", "header.converter"]) {
         Some("refract copies keys, values and headers as bytes, like MM2's ByteArrayConverter")
     } else if starts(&["offset.storage.", "config.storage.", "status.storage."]) {
-        Some("refract keeps no Kafka Connect state topics; progress is committed to the source group refract-<source>-<target>")
+        Some("refract keeps no Kafka Connect state topics; progress is committed to the source group refract-<source>-<target> (MM2's positions in its offsets topic are only read, to take over from it)")
     } else {
         None
     }
@@ -648,6 +652,15 @@ impl<'a> Converter<'a> {
             mut flow_keys,
             top,
         } = self.sort_keys(&aliases);
+        // MM2's worker for `A->B` takes `offset.storage.topic` from the top level, else from B's
+        // cluster settings (`MirrorMakerConfig.workerConfig`).
+        let offsets_topics: BTreeMap<usize, Prop> = cluster_keys
+            .iter()
+            .filter_map(|(i, keys)| {
+                let (_, p) = keys.iter().find(|(rest, _)| rest == OFFSET_STORAGE_TOPIC)?;
+                Some((*i, p.clone()))
+            })
+            .collect();
         let mut clusters = Vec::new();
         for (i, alias) in aliases.iter().enumerate() {
             let own = cluster_keys.remove(&i).unwrap_or_default();
@@ -671,7 +684,18 @@ impl<'a> Converter<'a> {
                     None => None,
                 };
                 match enabled {
-                    Some(origin) => flows.push(self.flow(source, target, origin, &flow_props)?),
+                    Some(origin) => {
+                        let offsets_topic = top
+                            .get(OFFSET_STORAGE_TOPIC)
+                            .or_else(|| offsets_topics.get(&t));
+                        let mut flow = self.flow(source, target, origin, &flow_props)?;
+                        if let Some(p) = offsets_topic {
+                            let topic = toml_string(p.value.trim());
+                            flow.entries
+                                .push(("mm2_offsets_topic", topic, Origin::from(p)));
+                        }
+                        flows.push(flow);
+                    }
                     None => {
                         // MM2 runs a heartbeat-only herder for such a pair unless heartbeats are
                         // off; it reads this switch leniently (`Boolean.parseBoolean`).
@@ -855,7 +879,10 @@ impl<'a> Converter<'a> {
 
     /// A key that configures nothing refract has: accepted, noted or reported.
     fn other_key(&mut self, prop: &Prop, name: &str) {
-        if is_default_class(name, &prop.value) {
+        // read by the flows that target the cluster (`mm2_offsets_topic`); MM2 reads no
+        // per-flow `A->B.offset.storage.topic`
+        let offsets_topic = name == OFFSET_STORAGE_TOPIC && !prop.key.contains("->");
+        if is_default_class(name, &prop.value) || offsets_topic {
             return;
         }
         match not_needed(name) {
@@ -1725,6 +1752,57 @@ mod tests {
                 "mm2.properties: checkpoints.topic.replication.factor = 2, heartbeats.topic.replication.factor = 1: refract has one internal_replication_factor for all its internal topics; using the largest, 2",
                 "mm2.properties: MirrorMaker 2 would also emit heartbeats for b->a, whose flows are not enabled; refract emits heartbeats only in enabled flows",
             ]
+        );
+    }
+
+    /// MM2's worker for `A->B` keeps its positions in `offset.storage.topic` (top level first,
+    /// then the target cluster's), else `mm2-offsets.A.internal`; refract reads the same topic.
+    #[test]
+    fn offset_storage_topic_names_where_mm2_positions_are() {
+        let three = "clusters = a, b, c\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n\
+            c.bootstrap.servers = h:3\na->b.enabled = true\na->c.enabled = true\n";
+        let topics = |text: &str| -> Vec<String> {
+            let p = load_text(text).unwrap();
+            assert!(
+                !p.warnings
+                    .iter()
+                    .any(|w| w.contains("offset.storage.topic")),
+                "{:?}",
+                p.warnings
+            );
+            p.flows
+                .iter()
+                .map(|f| f.mm2_offsets_topic.clone())
+                .collect()
+        };
+        assert_eq!(
+            topics(three),
+            ["mm2-offsets.a.internal", "mm2-offsets.a.internal"]
+        );
+        assert_eq!(
+            topics(&format!("{three}c.offset.storage.topic = c-offsets\n")),
+            ["mm2-offsets.a.internal", "c-offsets"]
+        );
+        assert_eq!(
+            topics(&format!(
+                "{three}c.offset.storage.topic = c-offsets\noffset.storage.topic = all-offsets\n"
+            )),
+            ["all-offsets", "all-offsets"]
+        );
+        let c = convert_text(&format!("{three}b.offset.storage.topic = b-offsets\n")).unwrap();
+        assert!(
+            c.toml.contains("mm2_offsets_topic = \"b-offsets\""),
+            "{}",
+            c.toml
+        );
+        // MM2 reads no per-flow offset.storage.topic: reported as ignored
+        let c = convert_text(&format!("{three}a->b.offset.storage.topic = x\n")).unwrap();
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("a->b.offset.storage.topic = x")),
+            "{:?}",
+            c.notes
         );
     }
 

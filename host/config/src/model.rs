@@ -153,6 +153,10 @@ pub struct Flow {
     /// Stamp every mirrored record with the `refract.provenance` header (the clusters it passed
     /// through) and never send a record back to a cluster it came from.
     pub provenance_header: bool,
+    /// Kafka Connect offsets topic on the target where a MirrorMaker 2 that ran this flow kept
+    /// its positions (`mm2-offsets.<source>.internal`, or MM2's `offset.storage.topic`): a
+    /// partition refract has no position for yet resumes where MM2 stopped.
+    pub mm2_offsets_topic: String,
 }
 
 /// Which cluster holds a flow's offset-syncs topic (MM2's `offset-syncs.topic.location`).
@@ -634,6 +638,17 @@ impl Builder<'_> {
             Some(t) => t.into_inner(),
             None => format!("refract.dlq.{}.internal", raw.source.get_ref()),
         };
+        let mm2_offsets_topic = match raw.mm2_offsets_topic {
+            Some(t) if t.get_ref().trim().is_empty() => {
+                return self.err(
+                    t.span(),
+                    format!("{key}.mm2_offsets_topic"),
+                    "must not be empty".into(),
+                );
+            }
+            Some(t) => t.into_inner(),
+            None => format!("mm2-offsets.{}.internal", raw.source.get_ref()),
+        };
         if raw.enabled == Some(false) {
             return Ok(None);
         }
@@ -667,6 +682,7 @@ impl Builder<'_> {
             sync_topic_acls_interval,
             internal_replication_factor,
             provenance_header: raw.provenance_header.unwrap_or(true),
+            mm2_offsets_topic,
         }))
     }
 
@@ -971,6 +987,18 @@ mod processor_tests {
         assert_eq!(procs[1].on_error, OnError::DeadLetter);
         assert_eq!(procs[2].on_error, OnError::Skip);
         assert_eq!(p.flows[0].dead_letter_topic, "refract.dlq.a.internal");
+    }
+
+    #[test]
+    fn mm2_offsets_topic_defaults_to_the_dedicated_mode_name() {
+        let p = Pipeline::parse(Path::new("p.toml"), HEAD).unwrap();
+        assert_eq!(p.flows[0].mm2_offsets_topic, "mm2-offsets.a.internal");
+        let text = format!("{HEAD}mm2_offsets_topic = \"connect-offsets\"\n");
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(p.flows[0].mm2_offsets_topic, "connect-offsets");
+        let text = format!("{HEAD}mm2_offsets_topic = \" \"\n");
+        let e = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err();
+        assert!(e.to_string().contains("flow[0].mm2_offsets_topic"), "{e}");
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub struct RawFlow {
     pub sync_topic_acls_interval: Option<Spanned<String>>,
     pub internal_replication_factor: Option<Spanned<i64>>,
     pub provenance_header: Option<bool>,
+    pub mm2_offsets_topic: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

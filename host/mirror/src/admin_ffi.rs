@@ -1,8 +1,9 @@
-//! Requests rdkafka 0.39 does not wrap (ListConsumerGroups, DescribeAcls, CreateAcls) or wraps
+//! Requests rdkafka 0.39 does not wrap (ListConsumerGroups, DescribeAcls, CreateAcls,
+//! IncrementalAlterConfigs) or wraps
 //! only without a time limit (a synchronous offset commit), made through librdkafka directly:
 //! one place owns the queue/options/event lifecycle.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::time::Duration;
 
 use rdkafka::admin::AdminClient;
@@ -109,6 +110,127 @@ unsafe fn commit_answer(event: *mut ffi::rd_kafka_event_t) -> Result<(), String>
                 elem.partition,
                 text(ffi::rd_kafka_err2str(elem.err))
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Why an IncrementalAlterConfigs request failed.
+#[derive(Debug)]
+pub(crate) enum AlterError {
+    /// The broker (or librdkafka against it) does not support IncrementalAlterConfigs.
+    Unsupported(String),
+    /// Any other failure.
+    Failed(String),
+}
+
+/// Sets (`Some(value)`) or deletes back to the default (`None`) configs of topic `topic` with
+/// IncrementalAlterConfigs (KIP-339), as MirrorMaker 2 does since Kafka 3.x: configs not named are
+/// left as they are.
+pub(crate) fn incremental_alter_topic_configs<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topic: &str,
+    ops: &[(String, Option<String>)],
+    timeout: Duration,
+) -> Result<(), AlterError> {
+    let name = CString::new(topic).map_err(|e| AlterError::Failed(format!("{topic}: {e}")))?;
+    let ops_c: Vec<(CString, Option<CString>)> = ops
+        .iter()
+        .map(|(k, v)| {
+            Ok((
+                CString::new(k.as_str())?,
+                v.as_deref().map(CString::new).transpose()?,
+            ))
+        })
+        .collect::<Result<_, std::ffi::NulError>>()
+        .map_err(|e| AlterError::Failed(format!("{topic}: {e}")))?;
+    let mut setup_error = None;
+    let answer = admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_INCREMENTALALTERCONFIGS,
+        timeout,
+        |rk, options, queue| {
+            // SAFETY: the resource is created here, handed to librdkafka (which copies it) and
+            // destroyed before returning; the strings outlive the calls that read them.
+            unsafe {
+                let mut resource = ffi::rd_kafka_ConfigResource_new(
+                    ffi::rd_kafka_ResourceType_t::RD_KAFKA_RESOURCE_TOPIC,
+                    name.as_ptr(),
+                );
+                for (k, v) in &ops_c {
+                    let (op, value) = match v {
+                        Some(v) => (
+                            ffi::rd_kafka_AlterConfigOpType_t::RD_KAFKA_ALTER_CONFIG_OP_TYPE_SET,
+                            v.as_ptr(),
+                        ),
+                        None => (
+                            ffi::rd_kafka_AlterConfigOpType_t::RD_KAFKA_ALTER_CONFIG_OP_TYPE_DELETE,
+                            std::ptr::null(),
+                        ),
+                    };
+                    let err = ffi::rd_kafka_ConfigResource_add_incremental_config(
+                        resource,
+                        k.as_ptr(),
+                        op,
+                        value,
+                    );
+                    if !err.is_null() {
+                        setup_error = Some(text(ffi::rd_kafka_error_string(err)));
+                        ffi::rd_kafka_error_destroy(err);
+                    }
+                }
+                ffi::rd_kafka_IncrementalAlterConfigs(rk, &mut resource, 1, options, queue);
+                ffi::rd_kafka_ConfigResource_destroy(resource);
+            }
+        },
+        // SAFETY: `event` is the live result event of this request.
+        |event| unsafe { incremental_answer(event) },
+    );
+    if let Some(e) = setup_error {
+        return Err(AlterError::Failed(format!("{topic}: {e}")));
+    }
+    answer.unwrap_or_else(|| {
+        Err(AlterError::Failed(format!(
+            "{topic}: no answer within {timeout:?}"
+        )))
+    })
+}
+
+/// The outcome an IncrementalAlterConfigs result event reports.
+///
+/// # Safety
+/// `event` is a live IncrementalAlterConfigs result event.
+unsafe fn incremental_answer(event: *mut ffi::rd_kafka_event_t) -> Result<(), AlterError> {
+    use ffi::rd_kafka_resp_err_t as E;
+    let classify = |err: E, message: String| match err {
+        E::RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE
+        | E::RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION
+        | E::RD_KAFKA_RESP_ERR_INVALID_REQUEST => AlterError::Unsupported(message),
+        _ => AlterError::Failed(message),
+    };
+    let err = ffi::rd_kafka_event_error(event);
+    if err != E::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return Err(classify(err, text(ffi::rd_kafka_event_error_string(event))));
+    }
+    let result = ffi::rd_kafka_event_IncrementalAlterConfigs_result(event);
+    if result.is_null() {
+        return Err(AlterError::Failed(
+            "not an IncrementalAlterConfigs result".into(),
+        ));
+    }
+    let mut count = 0usize;
+    let resources = ffi::rd_kafka_IncrementalAlterConfigs_result_resources(result, &mut count);
+    for i in 0..count {
+        let resource = *resources.add(i);
+        let err = ffi::rd_kafka_ConfigResource_error(resource);
+        if err != E::RD_KAFKA_RESP_ERR_NO_ERROR {
+            let message = text(ffi::rd_kafka_ConfigResource_error_string(resource));
+            let message = if message.is_empty() {
+                text(ffi::rd_kafka_err2str(err))
+            } else {
+                message
+            };
+            return Err(classify(err, message));
         }
     }
     Ok(())

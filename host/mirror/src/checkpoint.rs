@@ -27,7 +27,8 @@ use crate::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::Metrics;
 
 use crate::mm2::{
-    is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore, Translation,
+    checkpoint_topic, is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore,
+    TopicNaming, Translation,
 };
 
 /// Runs the checkpoint side of one flow until asked to stop.
@@ -382,19 +383,6 @@ impl CheckpointRunner {
         )
     }
 
-    /// The name a source topic has on the target for checkpoints (MM2's rule): a topic that came
-    /// from the target goes back to its original name (failback); any other gets the remote name.
-    fn checkpoint_topic(&self, policy: &mut ReplicationPolicy, topic: &str) -> Result<String> {
-        if policy.topic_source(topic)?.as_deref() == Some(self.target.alias.as_str()) {
-            return Ok(policy.original_topic(topic)?);
-        }
-        let remote = policy.format_remote_topics(&self.source.alias, &[topic.to_string()])?;
-        remote
-            .into_iter()
-            .next()
-            .context("the policy named no remote topic")
-    }
-
     fn emit_checkpoints(&self, clients: &Clients, state: &mut State) -> Result<()> {
         if state.groups.is_empty() {
             return Ok(());
@@ -432,7 +420,12 @@ impl CheckpointRunner {
                     debug!(flow = %self.flow.name(), "no checkpoint for {group} {topic}[{partition}] at {upstream}: {translation:?}");
                     continue;
                 };
-                let renamed = self.checkpoint_topic(&mut state.policy, &topic)?;
+                let renamed = checkpoint_topic(
+                    &mut PolicyNaming(&mut state.policy),
+                    &self.source.alias,
+                    &self.target.alias,
+                    &topic,
+                )?;
                 if !is_more_recent(
                     state.checkpoints.get(&group, &renamed, partition),
                     upstream,
@@ -649,4 +642,24 @@ fn describe_group_state(client: &BaseConsumer, group: &str) -> Option<GroupState
         "Dead" => GroupState::Dead,
         _ => return None,
     })
+}
+
+/// A replication policy plugin as the checkpoint rename rule's naming.
+struct PolicyNaming<'a>(&'a mut ReplicationPolicy);
+
+impl TopicNaming for PolicyNaming<'_> {
+    type Error = anyhow::Error;
+    fn topic_source(&mut self, topic: &str) -> Result<Option<String>> {
+        Ok(self.0.topic_source(topic)?)
+    }
+    fn original_topic(&mut self, topic: &str) -> Result<String> {
+        Ok(self.0.original_topic(topic)?)
+    }
+    fn remote_topic(&mut self, source: &str, topic: &str) -> Result<String> {
+        self.0
+            .format_remote_topics(source, &[topic.to_string()])?
+            .into_iter()
+            .next()
+            .context("the policy named no remote topic")
+    }
 }

@@ -119,3 +119,33 @@ pub fn grow_topic(
     }
     Ok(())
 }
+
+/// Waits (at most `timeout`) until `client` sees `topic` with at least `partitions` partitions.
+/// A producer that still knows the topic's old partition count refuses records for the new
+/// partitions (UnknownPartition); asking for the topic's metadata refreshes what it knows.
+pub fn await_partitions<C: rdkafka::client::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    partitions: i32,
+    timeout: std::time::Duration,
+) -> Result<()> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let seen = client
+            .fetch_metadata(Some(topic), timeout)
+            .ok()
+            .and_then(|md| {
+                md.topics()
+                    .first()
+                    .map(|t| t.partitions().iter().filter(|p| p.leader() >= 0).count())
+            })
+            .unwrap_or(0);
+        if seen as i32 >= partitions {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!("{topic} shows {seen} of {partitions} partitions after {timeout:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

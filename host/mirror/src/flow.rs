@@ -26,11 +26,13 @@ use crate::admin_ffi::commit_within;
 use crate::chain::{Chain, HeaderPair, Item};
 
 use crate::clients::{
-    client_config, create_topic, ensure_topic, grow_topic, list_topics, REQUEST_TIMEOUT,
+    await_partitions, client_config, create_topic, ensure_topic, grow_topic, list_topics,
+    REQUEST_TIMEOUT,
 };
 use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::progress::PartitionProgress;
+use crate::takeover::Mm2Takeover;
 use crate::topic_configs;
 use refract_telemetry::{
     FlowMetrics, FlowState, Gauge, Metrics, SourcePartitionMetrics, StatBatch,
@@ -679,8 +681,19 @@ impl FlowRunner {
                     }
                 },
                 Some(&have) if have < route.partitions => {
-                    match grow_topic(&clients.admin, &route.remote_topic, route.partitions) {
-                        Ok(()) => route.partitions,
+                    match grow_topic(&clients.admin, &route.remote_topic, route.partitions)
+                        .and_then(|()| {
+                            await_partitions(
+                                clients.producer.client(),
+                                &route.remote_topic,
+                                route.partitions,
+                                REQUEST_TIMEOUT,
+                            )
+                        }) {
+                        Ok(()) => {
+                            info!(flow = %name, "added partitions to {} on {}: {have} -> {}", route.remote_topic, self.target.alias, route.partitions);
+                            route.partitions
+                        }
                         Err(e) => {
                             if slots.by_topic.get(&route.source_topic).map_or(0, Vec::len)
                                 < route.partitions as usize
@@ -750,15 +763,22 @@ impl FlowRunner {
             .map(|r| (r.source_topic.clone(), r.remote_topic.clone()))
             .collect();
         if !added.is_empty() {
-            self.resume(clients, slots, &added)?;
+            self.resume(clients, slots, &added, policy)?;
             self.assign(clients, slots)?;
         }
         Ok(plan)
     }
 
     /// Reads the committed position of newly added partitions and reports how many records past
-    /// it are already on the target (they will be mirrored again).
-    fn resume(&self, clients: &Clients, slots: &mut Slots, added: &[usize]) -> Result<()> {
+    /// it are already on the target (they will be mirrored again). A partition with none resumes
+    /// where a stopped MirrorMaker 2 left it, if one ran this flow (see `takeover`).
+    fn resume(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        added: &[usize],
+        policy: &mut ReplicationPolicy,
+    ) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
         for &i in added {
             tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
@@ -769,14 +789,19 @@ impl FlowRunner {
             .context("reading the flow's committed source positions")?;
         let mut downstream_tpl = TopicPartitionList::new();
         let mut duplicates = 0u64;
+        let mut mm2 = Mm2Takeover::new(&self.flow, &self.source, &self.target);
         for elem in committed.elements() {
             let Some(i) = slots.find(elem.topic(), elem.partition()) else {
                 continue;
             };
             let Offset::Offset(next) = elem.offset() else {
+                let slot = &mut slots.slots[i];
+                if let Some(next) = mm2.resume_offset(&slot.topic, &slot.remote, slot.partition)? {
+                    slot.position = Some(next);
+                    continue;
+                }
                 // No position yet: whatever the remote partition already holds was mirrored by
                 // a run that never committed, and will be mirrored again from the start.
-                let slot = &slots.slots[i];
                 if !self.starts_from_earliest() {
                     continue;
                 }
@@ -813,6 +838,7 @@ impl FlowRunner {
                 }
             }
         }
+        duplicates += mm2.finish(&clients.target_meta, policy);
         if duplicates > 0 {
             warn!(
                 flow = %self.flow.name(),

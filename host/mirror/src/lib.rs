@@ -11,6 +11,7 @@ pub mod groups;
 pub mod mm2;
 mod planner;
 mod progress;
+mod takeover;
 mod topic_configs;
 pub mod verify;
 

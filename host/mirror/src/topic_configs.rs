@@ -9,6 +9,9 @@ use rdkafka::client::DefaultClientContext;
 
 use refract_config::{DefaultsFrom, Flow};
 
+use tracing::debug;
+
+use crate::admin_ffi::{incremental_alter_topic_configs, AlterError};
 use crate::clients::REQUEST_TIMEOUT;
 
 /// Whether a source topic config is copied to the remote topic.
@@ -95,9 +98,41 @@ pub fn desired(
     (!(all_set && nothing_extra)).then_some(desired)
 }
 
-/// Sets the remote topic's configs to what [`desired`] says (AlterConfigs replaces the whole
-/// set, so configs the source no longer sets go back to the target's defaults, as MM2's
-/// `use.defaults.from = target` does). Returns whether anything changed.
+/// The IncrementalAlterConfigs operations that bring the remote topic's `current` configs to the
+/// source-derived `wanted` ones, as MirrorMaker 2's incremental mode does: set each wanted config
+/// whose value differs, delete (back to the target's default) each config set on the remote topic
+/// that the source no longer sets, and leave excluded configs (the target's own) alone. Empty when
+/// the topic is in sync.
+pub fn incremental_ops(
+    flow: &Flow,
+    wanted: &[(String, String)],
+    current: &[ConfigEntry],
+) -> Vec<(String, Option<String>)> {
+    let explicit = |e: &ConfigEntry| !e.is_default && e.source == ConfigSource::DynamicTopic;
+    let mut ops: Vec<(String, Option<String>)> = wanted
+        .iter()
+        .filter(|(k, v)| {
+            !current
+                .iter()
+                .any(|e| &e.name == k && e.value.as_deref() == Some(v.as_str()))
+        })
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    ops.extend(
+        current
+            .iter()
+            .filter(|e| explicit(e))
+            .filter(|e| !flow.config_properties_exclude.matches(&e.name))
+            .filter(|e| !wanted.iter().any(|(k, _)| *k == e.name))
+            .map(|e| (e.name.clone(), None)),
+    );
+    ops.sort();
+    ops
+}
+
+/// Brings the remote topic's configs to the source's: IncrementalAlterConfigs (as MM2 does since
+/// Kafka 3.x; other configs untouched), falling back to AlterConfigs with the full [`desired`] set
+/// on a broker without it. Returns whether anything changed.
 pub fn resync(
     flow: &Flow,
     target_admin: &AdminClient<DefaultClientContext>,
@@ -105,6 +140,17 @@ pub fn resync(
     wanted: &[(String, String)],
 ) -> Result<bool> {
     let current = describe(target_admin, remote)?;
+    let ops = incremental_ops(flow, wanted, &current);
+    if ops.is_empty() {
+        return Ok(false);
+    }
+    match incremental_alter_topic_configs(target_admin, remote, &ops, REQUEST_TIMEOUT) {
+        Ok(()) => return Ok(true),
+        Err(AlterError::Failed(e)) => anyhow::bail!("altering the configs of {remote}: {e}"),
+        Err(AlterError::Unsupported(e)) => {
+            debug!("IncrementalAlterConfigs unsupported for {remote} ({e}); using AlterConfigs")
+        }
+    }
     let Some(desired) = desired(flow, wanted, &current) else {
         return Ok(false);
     };
@@ -197,6 +243,41 @@ mod tests {
                 ]
             ),
             None
+        );
+    }
+
+    #[test]
+    fn incremental_ops_set_changes_delete_dropped_configs_and_keep_excluded_ones() {
+        let f = flow("");
+        let wanted = pairs(&[("retention.ms", "100"), ("segment.ms", "7")]);
+        let none: Vec<(String, Option<String>)> = Vec::new();
+        assert_eq!(
+            incremental_ops(
+                &f,
+                &wanted,
+                &[set("retention.ms", "100"), set("segment.ms", "7")]
+            ),
+            none,
+            "in sync"
+        );
+        assert_eq!(
+            incremental_ops(
+                &f,
+                &wanted,
+                &[
+                    set("retention.ms", "5"),
+                    set("min.insync.replicas", "2"),
+                    set("cleanup.policy", "compact"),
+                    entry("segment.ms", true, ConfigSource::Default),
+                ]
+            ),
+            vec![
+                ("cleanup.policy".to_string(), None),
+                ("retention.ms".to_string(), Some("100".to_string())),
+                ("segment.ms".to_string(), Some("7".to_string())),
+            ],
+            "changed and new values set, a config the source dropped deleted, the target's \
+             excluded min.insync.replicas untouched"
         );
     }
 

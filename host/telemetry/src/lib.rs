@@ -65,17 +65,30 @@ pub fn init_logging(default_level: &str) {
 /// Installs the process-wide log subscriber in `format`, at `default_level` unless `RUST_LOG`
 /// says otherwise. Safe to call more than once (later calls do nothing).
 pub fn init_logging_as(default_level: &str, format: LogFormat) {
+    // An error only means a subscriber is already installed, which is fine.
+    let _ =
+        tracing::subscriber::set_global_default(subscriber(default_level, format, std::io::stderr));
+}
+
+/// The log subscriber [`init_logging_as`] installs, writing to `writer`.
+fn subscriber<W>(
+    default_level: &str,
+    format: LogFormat,
+    writer: W,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // An error only means a subscriber is already installed, which is fine.
-    let _ = match format {
-        LogFormat::Text => builder.with_target(false).try_init(),
+        .with_writer(writer);
+    match format {
+        LogFormat::Text => Box::new(builder.with_target(false).finish()),
         // Event fields at the top level, so shippers find `message` without nesting.
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
+        LogFormat::Json => Box::new(builder.json().flatten_event(true).finish()),
+    }
 }
 
 #[cfg(test)]
@@ -94,12 +107,64 @@ mod tests {
         );
     }
 
+    /// Collects what a subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn capture(format: LogFormat, log: impl FnOnce()) -> String {
+        let out = Captured::default();
+        let writer = out.clone();
+        tracing::subscriber::with_default(subscriber("info", format, move || writer.clone()), log);
+        let bytes = out.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
     #[test]
-    fn json_logging_installs_and_repeated_init_is_harmless() {
+    fn json_lines_carry_level_message_and_fields_at_the_top() {
+        let text = capture(LogFormat::Json, || {
+            tracing::info!(flow = "a->b", records = 3, "json log line from a test");
+            tracing::debug!("below the level: not written");
+            tracing::warn!("second line");
+        });
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0]["level"], "INFO");
+        assert_eq!(lines[0]["message"], "json log line from a test");
+        assert_eq!(lines[0]["flow"], "a->b");
+        assert_eq!(lines[0]["records"], 3);
+        assert!(lines[0]["timestamp"].is_string());
+        assert_eq!(lines[1]["level"], "WARN");
+        assert_eq!(lines[1]["message"], "second line");
+    }
+
+    #[test]
+    fn text_lines_are_not_json() {
+        let text = capture(LogFormat::Text, || tracing::info!(flow = "a->b", "plain"));
+        assert!(
+            text.contains("INFO") && text.contains("plain") && text.contains("flow=\"a->b\""),
+            "{text}"
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(text.trim()).is_err());
+    }
+
+    #[test]
+    fn repeated_init_is_harmless() {
         init_logging_as("info", LogFormat::Json);
-        tracing::info!(flow = "a->b", records = 3, "json log line from a test");
         init_logging_as("debug", LogFormat::Text);
         init_logging("warn");
-        tracing::warn!("still logging after repeated init");
+        assert!(tracing::dispatcher::has_been_set());
     }
 }

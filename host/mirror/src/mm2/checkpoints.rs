@@ -107,6 +107,34 @@ pub fn latest_for_group(
     latest
 }
 
+/// The topic names a replication policy gives, as the checkpoint rename rule needs them.
+pub trait TopicNaming {
+    /// The error naming fails with.
+    type Error;
+    /// The cluster `topic` came from, if its name says so.
+    fn topic_source(&mut self, topic: &str) -> Result<Option<String>, Self::Error>;
+    /// `topic` with every remote prefix removed.
+    fn original_topic(&mut self, topic: &str) -> Result<String, Self::Error>;
+    /// The name `topic` of cluster `source` has on another cluster.
+    fn remote_topic(&mut self, source: &str, topic: &str) -> Result<String, Self::Error>;
+}
+
+/// The topic a checkpoint names for a group's position on source `topic` (MM2's
+/// `MirrorCheckpointTask` rename rule): a topic that came from the `target` goes back to its
+/// original name there (failback: `target.t` → `t`); any other gets its remote name
+/// (`source.t`).
+pub fn checkpoint_topic<N: TopicNaming>(
+    naming: &mut N,
+    source: &str,
+    target: &str,
+    topic: &str,
+) -> Result<String, N::Error> {
+    if naming.topic_source(topic)?.as_deref() == Some(target) {
+        return naming.original_topic(topic);
+    }
+    naming.remote_topic(source, topic)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,8 +161,25 @@ mod tests {
         }
     }
 
-    /// `MirrorCheckpointTask`'s pipeline for one group partition (source alias `source1`, default
-    /// replication policy): translate, drop untranslatable, drop if not more recent, remember.
+    /// MM2's `DefaultReplicationPolicy` with its "." separator.
+    struct Dotted;
+
+    impl TopicNaming for Dotted {
+        type Error = std::convert::Infallible;
+        fn topic_source(&mut self, topic: &str) -> Result<Option<String>, Self::Error> {
+            Ok(topic.split_once('.').map(|(s, _)| s.to_string()))
+        }
+        fn original_topic(&mut self, topic: &str) -> Result<String, Self::Error> {
+            Ok(topic.rsplit('.').next().unwrap_or(topic).to_string())
+        }
+        fn remote_topic(&mut self, source: &str, topic: &str) -> Result<String, Self::Error> {
+            Ok(format!("{source}.{topic}"))
+        }
+    }
+
+    /// `MirrorCheckpointTask`'s pipeline for one group partition (flow `source1->target2`, default
+    /// replication policy): translate, drop untranslatable, rename, drop if not more recent,
+    /// remember.
     fn checkpoint(
         syncs: &OffsetSyncStore,
         store: &mut CheckpointStore,
@@ -146,7 +191,7 @@ mod tests {
         let downstream = syncs
             .translate_downstream(topic, partition, upstream)
             .offset()?;
-        let remote = format!("source1.{topic}");
+        let Ok(remote) = checkpoint_topic(&mut Dotted, "source1", "target2", topic);
         if !is_more_recent(store.get(group, &remote, partition), upstream, downstream) {
             return None;
         }
@@ -256,10 +301,11 @@ mod tests {
         syncs.insert(&sync("target2.topic5", 6, 7, 8));
         let c = checkpoint(&syncs, &mut store, "group9", "topic1", 2, 10);
         assert_eq!(c, Some(cp("group9", "source1.topic1", 2, 10, 5)));
+        // Failback: a topic that came from the target goes back to its original name.
         let c = checkpoint(&syncs, &mut store, "group11", "target2.topic5", 6, 12);
-        assert_eq!(c.map(|c| c.downstream_offset), Some(9));
+        assert_eq!(c, Some(cp("group11", "topic5", 6, 12, 9)));
         let c = checkpoint(&syncs, &mut store, "group13", "target2.topic5", 6, 7);
-        assert_eq!(c.map(|c| c.downstream_offset), Some(8));
+        assert_eq!(c, Some(cp("group13", "topic5", 6, 7, 8)));
         assert_eq!(
             checkpoint(&syncs, &mut store, "group9", "topic1", 1, 10),
             None

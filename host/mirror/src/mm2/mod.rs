@@ -13,13 +13,19 @@
 //! - [`checkpoints`]: which translated offsets become checkpoints, the latest checkpoint per group
 //!   partition (MM2's `MirrorCheckpointTask` filter and `CheckpointStore`), and the client-side
 //!   reading of the checkpoints topic (`RemoteClusterUtils.translateOffsets`).
+//! - [`connect_offsets`]: MM2's own replication positions as Kafka Connect stores them
+//!   (`mm2-offsets.<source>.internal`), so refract can take over from a stopped MM2.
 
 pub mod checkpoints;
+pub mod connect_offsets;
 pub mod sync_store;
 pub mod sync_writer;
 pub mod wire;
 
-pub use checkpoints::{is_more_recent, latest_for_group, CheckpointStore};
+pub use checkpoints::{
+    checkpoint_topic, is_more_recent, latest_for_group, CheckpointStore, TopicNaming,
+};
+pub use connect_offsets::Mm2Positions;
 pub use sync_store::{OffsetSyncStore, Translation};
 pub use sync_writer::OffsetSyncWriter;
 pub use wire::{Checkpoint, Heartbeat, OffsetSync, WireError};
