@@ -20,43 +20,6 @@ fn flow(source: &str, target: &str, extra: &str) -> String {
     format!("[[flow]]\nsource = \"{source}\"\ntarget = \"{target}\"\n{FAST}{extra}\n")
 }
 
-/// `refract offsets translate` output as (topic, partition) → offset; None when it fails.
-fn translate(
-    pipeline: &std::path::Path,
-    group: &str,
-    from: &str,
-    to: &str,
-) -> Option<BTreeMap<(String, i32), i64>> {
-    let out = refract(&[
-        "offsets",
-        "translate",
-        "--config",
-        pipeline.to_str()?,
-        "--group",
-        group,
-        "--from",
-        from,
-        "--to",
-        to,
-    ]);
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    Some(
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                Some((
-                    (f.next()?.to_string(), f.next()?.parse().ok()?),
-                    f.next()?.parse().ok()?,
-                ))
-            })
-            .collect(),
-    )
-}
-
 /// A consumer that starts at `offsets` on `topic` and reads to the end: the records it gets.
 fn resume(broker: &Broker, topic: &str, offsets: &[(i32, i64)]) -> Vec<Vec<TestRecord>> {
     let all = broker.read_all(topic);
@@ -96,7 +59,7 @@ fn failover_and_failback_resume_near_the_committed_position() {
     refract.wait(
         "checkpoints within offset_lag_max for both partitions",
         || {
-            translated = translate(&refract.pipeline, &group, "a", "b").unwrap_or_default();
+            translated = refract_translate(&refract.pipeline, &group, "a", "b");
             translated.len() == 2
                 && consumed
                     .iter()
@@ -133,7 +96,7 @@ fn failover_and_failback_resume_near_the_committed_position() {
     });
     let mut failback = BTreeMap::new();
     refract.wait("failback checkpoints", || {
-        failback = translate(&refract.pipeline, &group, "b", "a").unwrap_or_default();
+        failback = refract_translate(&refract.pipeline, &group, "b", "a");
         failback.len() == 2
             && back
                 .iter()

@@ -21,8 +21,6 @@ const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\
 const PARTITIONS: i32 = 3;
 
 /// (topic, partition) → offset, as both translation tools print it.
-type Offsets = BTreeMap<(String, i32), i64>;
-
 /// Longest MirrorMaker 2 may take from its start to its first mirrored record: a JVM that starts
 /// a Kafka Connect worker, three connectors and their tasks, on a 2-core machine that runs other
 /// tests' brokers too.
@@ -252,20 +250,6 @@ impl Drop for RefractRun {
     }
 }
 
-/// Parses `topic partition offset` lines (what both translation tools print, headers skipped).
-fn parse_offsets(text: &str) -> Offsets {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            Some((
-                (f.next()?.to_string(), f.next()?.parse().ok()?),
-                f.next()?.parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
 /// MirrorMaker 2's `RemoteClusterUtils.translateOffsets(target, source_alias, group)`, run by
 /// the Java peer `tests/java/TranslateOffsets.java`.
 fn mm2_translate(target: &Broker, source_alias: &str, group: &str) -> Offsets {
@@ -284,28 +268,6 @@ fn mm2_translate(target: &Broker, source_alias: &str, group: &str) -> Offsets {
         "TranslateOffsets failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    parse_offsets(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// `refract offsets translate --config FILE --group G --from A --to B`; empty when it fails
-/// (no checkpoints yet).
-fn refract_translate(config: &Path, group: &str, from: &str, to: &str) -> Offsets {
-    let config = config.to_str().expect("path");
-    let out = refract(&[
-        "offsets",
-        "translate",
-        "--config",
-        config,
-        "--group",
-        group,
-        "--from",
-        from,
-        "--to",
-        to,
-    ]);
-    if !out.status.success() {
-        return Offsets::new();
-    }
     parse_offsets(&String::from_utf8_lossy(&out.stdout))
 }
 

@@ -932,6 +932,45 @@ pub fn pipeline(clusters: &[(&str, &Broker)], flows: &str) -> String {
     text
 }
 
+/// Offsets per (topic, partition).
+pub type Offsets = BTreeMap<(String, i32), i64>;
+
+/// The `TOPIC PARTITION OFFSET` lines `refract offsets translate` (and the MM2 Java peer) print.
+pub fn parse_offsets(text: &str) -> Offsets {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((
+                (f.next()?.to_string(), f.next()?.parse().ok()?),
+                f.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// `refract offsets translate` on `config`: where `group` resumes on `to` after failing over
+/// from `from`; empty when the command fails (nothing to translate yet).
+pub fn refract_translate(config: &Path, group: &str, from: &str, to: &str) -> Offsets {
+    let config = config.to_str().expect("path");
+    let out = refract(&[
+        "offsets",
+        "translate",
+        "--config",
+        config,
+        "--group",
+        group,
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    if !out.status.success() {
+        return Offsets::new();
+    }
+    parse_offsets(&String::from_utf8_lossy(&out.stdout))
+}
+
 /// The folder holding the guest plugins built from `plugins/`.
 pub fn guest(name: &str) -> PathBuf {
     refract_plugin::guest_dir().join(name)
