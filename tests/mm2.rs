@@ -624,13 +624,13 @@ fn mm2_properties_fixtures_convert_and_run() {
         let path = tmp.path().join(file);
         std::fs::write(&path, pointed).expect("write");
         let log = tmp.path().join("refract.log");
-        let mut child = std::process::Command::new(refract_bin())
-            .arg("run")
+        let mut cmd = std::process::Command::new(refract_bin());
+        cmd.arg("run")
             .arg(&path)
             .stdout(std::fs::File::create(&log).expect("log"))
-            .stderr(std::fs::File::create(tmp.path().join("err.log")).expect("log"))
-            .spawn()
-            .expect("refract run");
+            .stderr(std::fs::File::create(tmp.path().join("err.log")).expect("log"));
+        // Owned by the test binary: killed with it if a wait below fails.
+        let mut child = spawn_owned(cmd).expect("refract run");
         wait_or_explain(
             &format!("{file}: {topic} mirrored as {remote}"),
             || tgt.counts(remote).iter().sum::<i64>() == 20,

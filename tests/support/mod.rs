@@ -834,8 +834,8 @@ impl Refract {
             .append(true)
             .open(self.dir.path().join("refract.log"))
             .expect("log");
-        let child = Command::new(refract_bin())
-            .arg("run")
+        let mut cmd = Command::new(refract_bin());
+        cmd.arg("run")
             .arg(&self.pipeline)
             .args(args)
             .env(
@@ -845,9 +845,9 @@ impl Refract {
             )
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start refract");
+            .stderr(log);
+        // Owned by the test binary: never left running when a test aborts.
+        let child = spawn_owned(cmd).expect("start refract");
         self.child = Some(child);
     }
 
