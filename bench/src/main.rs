@@ -1,5 +1,7 @@
 //! Measures refract's throughput against a plain librdkafka consume→produce loop between two
-//! librdkafka mock clusters (tansu serves ~15 MB/s, too slow to measure a mirror against).
+//! librdkafka mock clusters (in-process, so the mirror is measured, not a broker); the
+//! `kafka-compare` mode (`mm2_compare`, run by bench/mm2-compare) compares refract with
+//! MirrorMaker 2 on real Apache Kafka brokers.
 //!
 //! The source is pre-filled once; every scenario mirrors it into a fresh target cluster, in its
 //! own process, so each one's CPU time and peak RSS are its own. Rates are measured from the
@@ -18,6 +20,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
+
+mod mm2_compare;
 
 const TOPIC: &str = "bench";
 const REMOTE: &str = "source.bench";
@@ -80,7 +84,12 @@ fn parse_args() -> Result<Args> {
 
 fn main() -> Result<()> {
     let mut raw = std::env::args().skip(1);
-    if raw.next().as_deref() == Some("baseline-pipe") {
+    let mode = raw.next();
+    if mode.as_deref() == Some("kafka-compare") {
+        // refract against MirrorMaker 2 on real Apache Kafka brokers (bench/mm2-compare)
+        return mm2_compare::main(raw);
+    }
+    if mode.as_deref() == Some("baseline-pipe") {
         let source = raw.next().context("source bootstrap")?;
         let target = raw.next().context("target bootstrap")?;
         let partitions: i32 = raw.next().context("partitions")?.parse()?;

@@ -1,0 +1,1068 @@
+//! `refract-bench kafka-compare`: refract side by side with Apache Kafka's MirrorMaker 2, both
+//! mirroring between two real single-node Apache Kafka brokers (KRaft). `bench/mm2-compare`
+//! resolves Kafka, builds everything and runs this mode in a temp folder it removes afterwards.
+//!
+//! The source topic is filled once; every run then mirrors it under a source and target alias of
+//! its own (`s<n>`, `t<n>`: a fresh remote topic `s<n>.bench`, fresh progress group, fresh MM2
+//! Connect topics), and every topic it made on either broker is deleted afterwards. The rate runs
+//! from the first record landing on the target to the last (the remote topic's high watermarks),
+//! and the mirror process's CPU (utime + stime from /proc) is counted over the same span.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::task::{Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+const TOPIC: &str = "bench";
+/// A scratch topic on both brokers, filled and deleted before the runs.
+const WARM_DATA: &str = "bench-warm-up-data";
+
+/// What `kafka-server-start.sh` gives a broker: a 1 GiB heap and `kafka-run-class.sh`'s
+/// `KAFKA_JVM_PERFORMANCE_OPTS` (G1, the JVM's default collector).
+const BROKER_JVM: &[&str] = &[
+    "-Xms1g",
+    "-Xmx1g",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+];
+
+/// What `connect-mirror-maker.sh` gives MirrorMaker 2: `-Xms256M -Xmx2G` and the same
+/// performance options.
+const MM2_JVM: &[&str] = &[
+    "-Xms256m",
+    "-Xmx2g",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+];
+
+/// One node, replication factor 1, topics created only when asked for; otherwise Kafka's
+/// defaults (as tests/support's brokers, which also set the group join delay to 0 as Kafka's
+/// shipped server.properties does).
+const BROKER_PROPS: &[(&str, &str)] = &[
+    ("process.roles", "broker,controller"),
+    ("node.id", "1"),
+    ("controller.listener.names", "CONTROLLER"),
+    ("inter.broker.listener.name", "PLAINTEXT"),
+    (
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    ),
+    ("offsets.topic.replication.factor", "1"),
+    ("offsets.topic.num.partitions", "1"),
+    ("transaction.state.log.replication.factor", "1"),
+    ("transaction.state.log.min.isr", "1"),
+    ("transaction.state.log.num.partitions", "1"),
+    ("share.coordinator.state.topic.replication.factor", "1"),
+    ("share.coordinator.state.topic.min.isr", "1"),
+    ("group.initial.rebalance.delay.ms", "0"),
+    ("auto.create.topics.enable", "false"),
+    ("num.partitions", "1"),
+];
+
+/// The pass-through filter of `bench/run`'s scenario (c): a WASM component (embedded in the
+/// binary, built from plugins/ by host/plugin's build.rs) called on every batch, keeping all.
+const PASS_THROUGH: &str =
+    "{ plugin = \"builtin:filter\", config = { action = \"keep\", topic = \".*\" } }";
+
+struct Opts {
+    kafka_libs: PathBuf,
+    java: PathBuf,
+    refract: PathBuf,
+    work: PathBuf,
+    records: usize,
+    partitions: i32,
+    value_bytes: usize,
+    repeat: usize,
+    only: Option<Vec<String>>,
+    mm2_tasks: u32,
+    mm2_log_level: String,
+    /// One untimed mirror run before the measured ones.
+    warm_up_run: bool,
+}
+
+fn parse(mut it: impl Iterator<Item = String>) -> Result<Opts> {
+    let java = std::env::var_os("JAVA_HOME")
+        .map(|h| Path::new(&h).join("bin/java"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("java"));
+    let mut o = Opts {
+        kafka_libs: PathBuf::new(),
+        java,
+        refract: PathBuf::from("target/release/refract"),
+        work: PathBuf::new(),
+        records: 2_000_000,
+        partitions: 32,
+        value_bytes: 1024,
+        repeat: 1,
+        only: None,
+        mm2_tasks: 1,
+        mm2_log_level: "WARN".into(),
+        warm_up_run: true,
+    };
+    while let Some(a) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--kafka-libs" => o.kafka_libs = PathBuf::from(value()?),
+            "--java" => o.java = PathBuf::from(value()?),
+            "--refract" => o.refract = PathBuf::from(value()?),
+            "--work-dir" => o.work = PathBuf::from(value()?),
+            "--records" => o.records = value()?.parse().context("--records")?,
+            "--partitions" => o.partitions = value()?.parse().context("--partitions")?,
+            "--value-bytes" => o.value_bytes = value()?.parse().context("--value-bytes")?,
+            "--repeat" => o.repeat = value()?.parse::<usize>().context("--repeat")?.max(1),
+            "--only" => o.only = Some(value()?.split(',').map(str::to_string).collect()),
+            "--mm2-tasks" => o.mm2_tasks = value()?.parse().context("--mm2-tasks")?,
+            "--mm2-log-level" => o.mm2_log_level = value()?,
+            "--no-warm-up" => o.warm_up_run = false,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if o.kafka_libs.as_os_str().is_empty() || o.work.as_os_str().is_empty() {
+        bail!("--kafka-libs and --work-dir are required (bench/mm2-compare passes them)");
+    }
+    if o.value_bytes < 100 {
+        bail!("--value-bytes must be at least 100");
+    }
+    Ok(o)
+}
+
+enum Mirror {
+    Refract { processors: &'static str },
+    Mm2 { tuned: bool },
+}
+
+struct Scenario {
+    key: &'static str,
+    name: String,
+    mirror: Mirror,
+}
+
+struct Outcome {
+    rate: f64,
+    /// Records that landed between the first and the last.
+    records: f64,
+    /// CPU seconds of the mirror process over that span.
+    cpu_seconds: f64,
+    peak_rss_kib: u64,
+    /// From starting the process to the first record on the target.
+    to_first: Duration,
+    /// CPU seconds before the first record landed.
+    startup_cpu: f64,
+}
+
+pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
+    let opts = parse(args)?;
+    let started = Instant::now();
+    let scenarios: Vec<Scenario> = [
+        Scenario {
+            key: "refract",
+            name: "refract, no processor".into(),
+            mirror: Mirror::Refract { processors: "" },
+        },
+        Scenario {
+            key: "refract-wasm",
+            name: "refract + pass-through WASM filter".into(),
+            mirror: Mirror::Refract {
+                processors: PASS_THROUGH,
+            },
+        },
+        Scenario {
+            key: "mm2",
+            name: "MM2 dedicated mode, defaults".into(),
+            mirror: Mirror::Mm2 { tuned: false },
+        },
+        Scenario {
+            key: "mm2-tuned",
+            name: format!(
+                "MM2, producer linger.ms 20, batch.size 512 KiB, tasks.max {}",
+                opts.mm2_tasks
+            ),
+            mirror: Mirror::Mm2 { tuned: true },
+        },
+    ]
+    .into_iter()
+    .filter(|s| {
+        opts.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|k| k == s.key))
+    })
+    .collect();
+    if scenarios.is_empty() {
+        bail!("--only selects no scenario (refract, refract-wasm, mm2, mm2-tuned)");
+    }
+
+    eprintln!("starting two Kafka brokers in {}", opts.work.display());
+    let source = Broker::start(&opts, "source")?;
+    let target = Broker::start(&opts, "target")?;
+    // Kafka makes __consumer_offsets and __transaction_state on first use (a group commit, an
+    // idempotent producer's PID); a production cluster has them, so they are made here, before
+    // any run, rather than in the first run that needs them.
+    source.warm_up()?;
+    target.warm_up()?;
+    // Both brokers' produce paths are JIT-compiled before the fill is timed and before the first
+    // run writes to the target.
+    for broker in [&source, &target] {
+        broker.create_topic(WARM_DATA, opts.partitions)?;
+        fill(
+            &broker.bootstrap,
+            WARM_DATA,
+            opts.records.min(300_000),
+            &opts,
+        )?;
+    }
+    source.create_topic(TOPIC, opts.partitions)?;
+    let produce = fill(&source.bootstrap, TOPIC, opts.records, &opts)?;
+    // Reading the topic once warms the source's fetch path and gives the broker-only fetch rate.
+    let fetch = fetch_all(&source.bootstrap, opts.partitions, opts.records)?;
+    clean_up(&source, &target)?;
+    settle()?;
+    let mb = |rate: f64| rate * opts.value_bytes as f64 / 1e6;
+    let fill_line = format!(
+        "source: {} records x {} B over {} partitions; broker only (rdkafka client, source broker): produce {:.0} rec/s ({:.1} MB/s; the fill: linger.ms 5, acks all), fetch {:.0} rec/s ({:.1} MB/s)",
+        opts.records,
+        opts.value_bytes,
+        opts.partitions,
+        produce,
+        mb(produce),
+        fetch,
+        mb(fetch)
+    );
+    eprintln!("{fill_line}");
+    warm_compile_cache(&opts)?;
+
+    // One untimed refract run first: the first run after the fill was consistently slower (and
+    // used more CPU per record) than later ones, whichever mirror it was, so the brokers get the
+    // same warm-up a long-running cluster has before anything is measured.
+    if opts.warm_up_run {
+        eprintln!("warm-up run (not counted): refract, no processor ...");
+        let warm = Scenario {
+            key: "warm-up",
+            name: "warm-up".into(),
+            mirror: Mirror::Refract { processors: "" },
+        };
+        let r = run_once(&opts, &source, &target, &warm, 0).context("the warm-up run")?;
+        eprintln!("  {:.0} rec/s (uptime: {})", r.rate, loadavg());
+        clean_up(&source, &target)?;
+        settle()?;
+    }
+
+    // Runs interleave the scenarios (1 2 3 4 1 2 3 4 ...), so a slow spell on the shared machine
+    // does not land on one scenario's runs only.
+    let mut runs: Vec<Vec<Outcome>> = scenarios.iter().map(|_| Vec::new()).collect();
+    let mut n = 0;
+    for round in 0..opts.repeat {
+        for (i, s) in scenarios.iter().enumerate() {
+            n += 1;
+            eprintln!(
+                "run {}/{}: {} ...",
+                round * scenarios.len() + i + 1,
+                opts.repeat * scenarios.len(),
+                s.name
+            );
+            let r = run_once(&opts, &source, &target, s, n)
+                .with_context(|| format!("scenario {} (run {n})", s.name))?;
+            eprintln!(
+                "  {:.0} rec/s, {:.1} CPU s / M records, peak RSS {:.0} MiB, first record after {:.1} s (uptime: {})",
+                r.rate,
+                r.cpu_seconds / (r.records / 1e6),
+                r.peak_rss_kib as f64 / 1024.0,
+                r.to_first.as_secs_f64(),
+                loadavg()
+            );
+            runs[i].push(r);
+            clean_up(&source, &target)?;
+            settle()?;
+        }
+    }
+
+    let medians: Vec<(&Scenario, Outcome, (f64, f64))> = scenarios
+        .iter()
+        .zip(runs)
+        .map(|(s, mut v)| {
+            v.sort_by(|x, y| x.rate.total_cmp(&y.rate));
+            let range = (v[0].rate, v[v.len() - 1].rate);
+            let median = v.swap_remove(v.len() / 2);
+            (s, median, range)
+        })
+        .collect();
+    let mm2 = medians
+        .iter()
+        .find(|(s, _, _)| s.key == "mm2")
+        .map(|(_, r, _)| r.rate);
+
+    println!();
+    println!("{fill_line}");
+    if opts.repeat > 1 {
+        println!(
+            "median of {} runs per scenario (by records/s; range = slowest..fastest run)",
+            opts.repeat
+        );
+    }
+    let range_col = opts.repeat > 1;
+    println!(
+        "| scenario | records/s |{} MB/s | vs MM2 default | CPU s / M records | peak RSS MiB | time to first record s |",
+        if range_col { " range |" } else { "" }
+    );
+    println!(
+        "|---|---:|{}---:|---:|---:|---:|---:|",
+        if range_col { "---:|" } else { "" }
+    );
+    for (s, r, range) in &medians {
+        println!(
+            "| {} | {:.0} |{} {:.1} | {} | {:.1} | {:.0} | {:.1} |",
+            s.name,
+            r.rate,
+            if range_col {
+                format!(" {:.0}k–{:.0}k |", range.0 / 1e3, range.1 / 1e3)
+            } else {
+                String::new()
+            },
+            mb(r.rate),
+            mm2.map_or("-".into(), |m| format!("{:.2}", r.rate / m)),
+            r.cpu_seconds / (r.records / 1e6),
+            r.peak_rss_kib as f64 / 1024.0,
+            r.to_first.as_secs_f64()
+        );
+    }
+    println!();
+    for (s, r, _) in &medians {
+        println!(
+            "{}: start-up CPU {:.2} s (before the first record; not in CPU s / M records)",
+            s.name, r.startup_cpu
+        );
+    }
+    println!(
+        "took {:.0} s; load average at the end: {}",
+        started.elapsed().as_secs_f64(),
+        loadavg()
+    );
+    Ok(())
+}
+
+/// Writes the dirty page cache out (`sync`): Kafka does not fsync, so the gigabytes the fill or
+/// a run wrote would otherwise be written back by the kernel during the next run.
+fn settle() -> Result<()> {
+    let status = Command::new("sync").status().context("running sync")?;
+    if !status.success() {
+        bail!("sync failed ({status})");
+    }
+    Ok(())
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Compiles the pass-through filter into the run's compile cache before any run, as it would be
+/// on a machine that has run refract before (`refract check` loads every plugin).
+fn warm_compile_cache(opts: &Opts) -> Result<()> {
+    let path = opts.work.join("check.toml");
+    let pipeline = format!(
+        "[clusters.a]\nbootstrap = \"127.0.0.1:1\"\n[clusters.b]\nbootstrap = \"127.0.0.1:2\"\n\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{PASS_THROUGH}]\n"
+    );
+    std::fs::write(&path, pipeline).with_context(|| format!("writing {}", path.display()))?;
+    let out = Command::new(&opts.refract)
+        .arg("check")
+        .arg(&path)
+        .env("REFRACT_CACHE_DIR", opts.work.join("components"))
+        .output()
+        .with_context(|| format!("running {} check", opts.refract.display()))?;
+    if !out.status.success() {
+        bail!(
+            "refract check failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Fills `topic` with `records` JSON records padded to `value_bytes`, round-robin over its
+/// partitions (as `bench/run` does), and returns the produce rate.
+fn fill(bootstrap: &str, topic: &str, records: usize, opts: &Opts) -> Result<f64> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()
+        .context("fill producer")?;
+    let pad = "x".repeat(opts.value_bytes.saturating_sub(80));
+    let started = Instant::now();
+    for i in 0..records {
+        let key = format!("k{i}");
+        let mut value = format!("{{\"id\":{i},\"email\":\"user{i}@example.com\",\"pad\":\"{pad}");
+        value.truncate(opts.value_bytes - 2);
+        while value.len() < opts.value_bytes - 2 {
+            value.push('x');
+        }
+        value.push_str("\"}");
+        let rec = BaseRecord::to(topic)
+            .key(&key)
+            .payload(&value)
+            .partition((i % opts.partitions as usize) as i32);
+        crate::send_waiting(&producer, rec);
+        if i % 250_000 == 0 && i > 0 {
+            eprintln!("  {topic}: {i} records");
+        }
+    }
+    producer
+        .flush(Duration::from_secs(300))
+        .context("flushing the fill")?;
+    let rate = records as f64 / started.elapsed().as_secs_f64();
+    // The counter the runs use (one ListOffsets request), checked against per-partition
+    // watermark queries.
+    let n = Counter::new(bootstrap, topic, opts.partitions)?.count();
+    let check: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .context("watermark consumer")?;
+    let mut sum = 0;
+    for p in 0..opts.partitions {
+        sum += check
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .with_context(|| format!("watermarks of {topic}/{p}"))?
+            .1;
+    }
+    if n != records as i64 || sum != n {
+        bail!("{topic} holds {sum} records by watermarks, {n} by ListOffsets, not {records}");
+    }
+    Ok(rate)
+}
+
+/// Reads the source topic from the beginning with one consumer and returns the rate.
+fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "bench-fetch")
+        .set("enable.auto.commit", "false")
+        .create()
+        .context("fetch consumer")?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+            .context("partition list")?;
+    }
+    consumer
+        .assign(&tpl)
+        .context("assigning the source topic")?;
+    let mut per_partition = vec![0usize; partitions as usize];
+    let started = Instant::now();
+    let mut n = 0;
+    while n < records {
+        match consumer.poll(Duration::from_secs(30)) {
+            Some(Ok(m)) => {
+                n += 1;
+                if let Some(c) = per_partition.get_mut(m.partition() as usize) {
+                    *c += 1;
+                }
+            }
+            Some(Err(e)) => bail!("fetch: {e}"),
+            None => {
+                let short: Vec<String> = per_partition
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &c)| c < records / partitions as usize)
+                    .map(|(p, c)| format!("{p}: {c}"))
+                    .collect();
+                bail!(
+                    "fetch stalled at {n} of {records} records for 30 s; partitions behind: {}",
+                    short.join(", ")
+                );
+            }
+        }
+    }
+    Ok(records as f64 / started.elapsed().as_secs_f64())
+}
+
+fn run_once(
+    opts: &Opts,
+    source: &Broker,
+    target: &Broker,
+    scenario: &Scenario,
+    n: usize,
+) -> Result<Outcome> {
+    let (sa, ta) = (format!("s{n}"), format!("t{n}"));
+    let remote = format!("{sa}.{TOPIC}");
+    let dir = opts.work.join(format!("run{n}-{}", scenario.key));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let log_path = dir.join("mirror.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let log_err = log.try_clone().context("mirror log")?;
+    let mut cmd = match &scenario.mirror {
+        Mirror::Refract { processors } => {
+            let pipeline = format!(
+                "[clusters.{sa}]\nbootstrap = \"{}\"\n[clusters.{ta}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{processors}]\n",
+                source.bootstrap, target.bootstrap
+            );
+            let path = dir.join("pipeline.toml");
+            std::fs::write(&path, pipeline)
+                .with_context(|| format!("writing {}", path.display()))?;
+            let mut c = Command::new(&opts.refract);
+            c.arg("run")
+                .arg(&path)
+                .env(
+                    "RUST_LOG",
+                    std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+                )
+                .env("REFRACT_CACHE_DIR", opts.work.join("components"));
+            c
+        }
+        Mirror::Mm2 { tuned } => {
+            let mut props = format!(
+                "clusters = {sa}, {ta}\n\
+                 {sa}.bootstrap.servers = {}\n\
+                 {ta}.bootstrap.servers = {}\n\
+                 {sa}->{ta}.enabled = true\n\
+                 {sa}->{ta}.topics = {TOPIC}\n\
+                 replication.factor = 1\n\
+                 offset-syncs.topic.replication.factor = 1\n\
+                 checkpoints.topic.replication.factor = 1\n\
+                 heartbeats.topic.replication.factor = 1\n\
+                 config.storage.replication.factor = 1\n\
+                 offset.storage.replication.factor = 1\n\
+                 status.storage.replication.factor = 1\n",
+                source.bootstrap, target.bootstrap
+            );
+            if *tuned {
+                props.push_str(&format!(
+                    "tasks.max = {}\n\
+                     {ta}.producer.linger.ms = 20\n\
+                     {ta}.producer.batch.size = 524288\n\
+                     {ta}.producer.compression.type = none\n",
+                    opts.mm2_tasks
+                ));
+            }
+            let path = dir.join("mm2.properties");
+            std::fs::write(&path, props).with_context(|| format!("writing {}", path.display()))?;
+            let log4j = dir.join("log4j2.properties");
+            write_log4j(&log4j, &dir.join("mm2.log"), &opts.mm2_log_level)?;
+            let mut c = Command::new(&opts.java);
+            c.args(MM2_JVM)
+                .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+                .arg("-cp")
+                .arg(classpath(opts))
+                .arg("org.apache.kafka.connect.mirror.MirrorMaker")
+                .arg(&path);
+            c
+        }
+    };
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+    let spawned = Instant::now();
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", scenario.name))?;
+    let mut mirror = Proc {
+        child,
+        log: log_path,
+        grace: Duration::from_secs(60),
+    };
+    let pid = mirror.child.id();
+
+    let expected = opts.records as i64;
+    let counter = Counter::new(&target.bootstrap, &remote, opts.partitions)?;
+    let first_deadline = spawned + Duration::from_secs(300);
+    let trace = std::env::var_os("BENCH_TRACE").is_some();
+    let (first_at, first_count, startup_cpu) = loop {
+        let c = counter.count();
+        if c > 0 {
+            break (Instant::now(), c, crate::usage(pid)?.0);
+        }
+        if trace {
+            eprintln!(
+                "{:>7} ms after start: no record yet",
+                spawned.elapsed().as_millis()
+            );
+        }
+        mirror.check_alive()?;
+        if Instant::now() > first_deadline {
+            bail!(
+                "no record on the target after {:?}\n{}",
+                first_deadline - spawned,
+                mirror.log_tail()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut last, mut last_change) = (first_count, Instant::now());
+    loop {
+        let c = counter.count();
+        if trace {
+            eprintln!("{:>7} ms {c}", first_at.elapsed().as_millis());
+        }
+        if c >= expected {
+            break;
+        }
+        if c != last {
+            (last, last_change) = (c, Instant::now());
+        } else if last_change.elapsed() > Duration::from_secs(120) {
+            bail!(
+                "stalled at {c} of {expected} records for 120 s\n{}",
+                mirror.log_tail()
+            );
+        }
+        mirror.check_alive()?;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let elapsed = first_at.elapsed().as_secs_f64();
+    let (cpu, peak_rss_kib) = crate::usage(pid)?;
+    mirror.stop();
+    let after = counter.count();
+    if after != expected {
+        eprintln!("  note: the target holds {after} records for {expected} in the source");
+    }
+    let moved = (expected - first_count) as f64;
+    Ok(Outcome {
+        rate: moved / elapsed.max(1e-6),
+        records: moved,
+        cpu_seconds: cpu - startup_cpu,
+        peak_rss_kib,
+        to_first: first_at - spawned,
+        startup_cpu,
+    })
+}
+
+/// Deletes every topic the run made: on the target all but Kafka's own, on the source all but
+/// Kafka's own and the benchmark topic (offset syncs, heartbeats, MM2's reverse-pair topics).
+fn clean_up(source: &Broker, target: &Broker) -> Result<()> {
+    source.delete_topics_except(&[TOPIC])?;
+    target.delete_topics_except(&[])?;
+    // ... and every consumer group (refract's progress groups, MM2's Connect worker groups), so
+    // no run checkpoints another run's groups.
+    source.delete_groups()?;
+    target.delete_groups()?;
+    Ok(())
+}
+
+/// Sum of the high watermarks of a topic's partitions on one cluster (0 until the topic exists
+/// with all its partitions), read with one ListOffsets request (timestamp -1, "latest") for all
+/// partitions, so that polling loads the target broker little. Until the topic exists, a metadata
+/// request says so at once (a ListOffsets request for an unknown topic waits out its timeout).
+struct Counter {
+    consumer: BaseConsumer,
+    topic: String,
+    partitions: i32,
+    request: TopicPartitionList,
+    exists: std::cell::Cell<bool>,
+}
+
+impl Counter {
+    fn new(bootstrap: &str, topic: &str, partitions: i32) -> Result<Self> {
+        let consumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("topic.metadata.refresh.interval.ms", "1000")
+            .create()
+            .context("watermark consumer")?;
+        let mut request = TopicPartitionList::new();
+        for p in 0..partitions {
+            request
+                .add_partition_offset(topic, p, Offset::End)
+                .context("partition list")?;
+        }
+        Ok(Self {
+            consumer,
+            topic: topic.into(),
+            partitions,
+            request,
+            exists: std::cell::Cell::new(false),
+        })
+    }
+
+    fn count(&self) -> i64 {
+        if !self.exists.get() {
+            let ready = self
+                .consumer
+                .fetch_metadata(Some(&self.topic), Duration::from_secs(5))
+                .is_ok_and(|md| {
+                    md.topics().iter().any(|t| {
+                        t.name() == self.topic
+                            && t.error().is_none()
+                            && t.partitions().len() == self.partitions as usize
+                            && t.partitions().iter().all(|p| p.leader() >= 0)
+                    })
+                });
+            if !ready {
+                return 0;
+            }
+            self.exists.set(true);
+        }
+        self.consumer
+            .offsets_for_times(self.request.clone(), Duration::from_secs(5))
+            .map(|tpl| {
+                tpl.elements()
+                    .iter()
+                    .filter(|e| e.error().is_ok())
+                    .filter_map(|e| match e.offset() {
+                        Offset::Offset(n) => Some(n),
+                        _ => None,
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// A child process stopped with SIGTERM (then SIGKILL after `grace`) when dropped.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+    grace: Duration,
+}
+
+impl Proc {
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait().context("waiting for a child")? {
+            bail!("exited early ({status})\n{}", self.log_tail());
+        }
+        Ok(())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let from = lines.len().saturating_sub(40);
+        format!("{}:\n{}", self.log.display(), lines[from..].join("\n"))
+    }
+
+    fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + self.grace;
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn classpath(opts: &Opts) -> String {
+    format!("{}/*", opts.kafka_libs.display())
+}
+
+fn write_log4j(path: &Path, log: &Path, level: &str) -> Result<()> {
+    let text = format!(
+        "rootLogger.level={level}\nrootLogger.appenderRef.f.ref=F\n\
+         appender.f.type=File\nappender.f.name=F\nappender.f.fileName={}\n\
+         appender.f.layout.type=PatternLayout\n\
+         appender.f.layout.pattern=[%d] %p %m (%c)%n\n",
+        log.display()
+    );
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// One Apache Kafka broker: a single-node KRaft cluster (combined broker and controller) with its
+/// data under the work folder.
+struct Broker {
+    proc: Proc,
+    bootstrap: String,
+}
+
+impl Broker {
+    fn start(opts: &Opts, name: &str) -> Result<Self> {
+        let mut last = String::new();
+        for attempt in 0..4 {
+            let dir = opts.work.join(format!("{name}-{attempt}"));
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let (port, cport) = (free_port()?, free_port()?);
+            let mut props: String = BROKER_PROPS
+                .iter()
+                .map(|(k, v)| format!("{k}={v}\n"))
+                .collect();
+            props.push_str(&format!(
+                "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.quorum.voters=1@127.0.0.1:{cport}\n\
+                 log.dirs={}\n",
+                dir.join("data").display()
+            ));
+            let server = dir.join("server.properties");
+            std::fs::write(&server, props)
+                .with_context(|| format!("writing {}", server.display()))?;
+            let log4j = dir.join("log4j2.properties");
+            write_log4j(&log4j, &dir.join("broker.log"), "WARN")?;
+            let format = Command::new(&opts.java)
+                .arg("-cp")
+                .arg(classpath(opts))
+                .args([
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    &cluster_id()?,
+                    "-c",
+                ])
+                .arg(&server)
+                .output()
+                .with_context(|| {
+                    format!("running {} (is Java 17+ installed?)", opts.java.display())
+                })?;
+            if !format.status.success() {
+                bail!(
+                    "kafka-storage format failed for {name}: {}{}",
+                    String::from_utf8_lossy(&format.stdout),
+                    String::from_utf8_lossy(&format.stderr)
+                );
+            }
+            let log_path = dir.join("stdout.log");
+            let log = std::fs::File::create(&log_path)
+                .with_context(|| format!("creating {}", log_path.display()))?;
+            let log_err = log.try_clone().context("broker log")?;
+            let child = Command::new(&opts.java)
+                .args(BROKER_JVM)
+                .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+                .arg("-cp")
+                .arg(classpath(opts))
+                .arg("kafka.Kafka")
+                .arg(&server)
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(log_err)
+                .spawn()
+                .with_context(|| format!("starting the {name} broker"))?;
+            let mut proc = Proc {
+                child,
+                log: dir.join("broker.log"),
+                grace: Duration::from_secs(30),
+            };
+            let bootstrap = format!("127.0.0.1:{port}");
+            let probe: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .create()
+                .context("metadata probe")?;
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                if let Err(e) = proc.check_alive() {
+                    let out = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    last = format!("{e:#}\n{out}");
+                    break;
+                }
+                if probe
+                    .fetch_metadata(None, Duration::from_secs(1))
+                    .is_ok_and(|md| !md.brokers().is_empty())
+                {
+                    eprintln!("{name} broker at {bootstrap}");
+                    return Ok(Self { proc, bootstrap });
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "the {name} broker serves no metadata after 120 s\n{}",
+                        proc.log_tail()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            if !last.contains("Address already in use") {
+                break;
+            }
+        }
+        bail!("the {name} broker did not start:\n{last}")
+    }
+
+    /// Creates the broker's internal topics for groups and producer ids by using them once.
+    fn warm_up(&self) -> Result<()> {
+        const WARM: &str = "bench-warm-up";
+        self.create_topic(WARM, 1)?;
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("enable.idempotence", "true")
+            .create()
+            .context("warm-up producer")?;
+        crate::send_waiting(&producer, BaseRecord::to(WARM).key("k").payload("v"));
+        producer
+            .flush(Duration::from_secs(120))
+            .context("warm-up produce (idempotent)")?;
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("group.id", WARM)
+            .set("enable.auto.commit", "false")
+            .create()
+            .context("warm-up consumer")?;
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(WARM, 0, Offset::Offset(1))
+            .context("partition list")?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while let Err(e) = consumer.commit(&tpl, CommitMode::Sync) {
+            if Instant::now() > deadline {
+                bail!("warm-up group commit on {}: {e}", self.bootstrap);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    fn admin(&self) -> Result<AdminClient<DefaultClientContext>> {
+        ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .context("admin client")
+    }
+
+    fn topics(&self) -> Result<Vec<String>> {
+        let probe: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .context("metadata consumer")?;
+        let md = probe
+            .fetch_metadata(None, Duration::from_secs(10))
+            .with_context(|| format!("metadata from {}", self.bootstrap))?;
+        Ok(md.topics().iter().map(|t| t.name().to_string()).collect())
+    }
+
+    fn create_topic(&self, name: &str, partitions: i32) -> Result<()> {
+        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let results = block_on(self.admin()?.create_topics([&topic], &AdminOptions::new()))
+            .with_context(|| format!("creating {name}"))?;
+        for r in results {
+            r.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;
+        }
+        self.wait_for("the topic to appear", |t| t.iter().any(|x| x == name))
+    }
+
+    fn delete_topics_except(&self, keep: &[&str]) -> Result<()> {
+        let doomed: Vec<String> = self
+            .topics()?
+            .into_iter()
+            .filter(|t| !t.starts_with("__") && !keep.contains(&t.as_str()))
+            .collect();
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = doomed.iter().map(String::as_str).collect();
+        let results = block_on(self.admin()?.delete_topics(&names, &AdminOptions::new()))
+            .context("deleting topics")?;
+        for r in results {
+            r.map_err(|(t, e)| anyhow::anyhow!("deleting {t}: {e}"))?;
+        }
+        self.wait_for("deleted topics to go", |t| {
+            !t.iter().any(|x| doomed.contains(x))
+        })
+    }
+
+    fn delete_groups(&self) -> Result<()> {
+        let probe: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .context("group list consumer")?;
+        let groups: Vec<String> = probe
+            .fetch_group_list(None, Duration::from_secs(10))
+            .with_context(|| format!("listing groups on {}", self.bootstrap))?
+            .groups()
+            .iter()
+            .map(|g| g.name().to_string())
+            .collect();
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+        let results = block_on(self.admin()?.delete_groups(&names, &AdminOptions::new()))
+            .context("deleting groups")?;
+        for r in results {
+            r.map_err(|(g, e)| anyhow::anyhow!("deleting group {g}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn wait_for(&self, what: &str, done: impl Fn(&[String]) -> bool) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if done(&self.topics()?) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("timed out waiting for {what} on {}", self.bootstrap);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.proc.stop();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("binding an ephemeral port")?;
+    Ok(l.local_addr().context("local address")?.port())
+}
+
+/// A random KRaft cluster id: 16 bytes, base64url without padding (22 characters).
+/// Its first character is never '-' or '_' (top bit cleared).
+fn cluster_id() -> Result<String> {
+    use std::io::Read;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom")?;
+    // An id starting with '-' would read as an option (Kafka's own Uuid.randomUuid avoids them too).
+    bytes[0] &= 0x7f;
+    let bits = u128::from_be_bytes(bytes);
+    // 22 characters of 6 bits = 132 bits: the 128 bits, then 4 zero bits
+    Ok((0..22)
+        .map(|i| {
+            let shift = 128i32 - 6 * (i + 1);
+            let v = if shift >= 0 {
+                (bits >> shift) & 63
+            } else {
+                (bits << -shift) & 63
+            };
+            ALPHABET[v as usize] as char
+        })
+        .collect())
+}
+
+/// Runs a future to completion on this thread (rdkafka's admin calls are futures; its default
+/// runtime needs no executor of its own).
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
