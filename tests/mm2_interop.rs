@@ -138,17 +138,16 @@ impl Mm2 {
             .arg("-TERM")
             .arg(child.id().to_string())
             .status();
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("MirrorMaker 2 did not stop on SIGTERM\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let mut status = None;
+        wait_or_explain(
+            "MirrorMaker 2 to stop on SIGTERM",
+            || {
+                status = child.try_wait().ok().flatten();
+                status.is_some()
+            },
+            || self.log(),
+        );
+        status.expect("exited")
     }
 
     /// Kills it with SIGKILL: no chance to flush anything.
@@ -166,16 +165,13 @@ impl Mm2 {
 
     /// Waits for `cond` while MM2 may still be starting (up to [`MM2_START_DEADLINE`] after
     /// its start); returns how long after its start `cond` held.
-    fn wait_after_start(&self, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-        let deadline = self.started + MM2_START_DEADLINE;
-        while !cond() {
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what} ({MM2_START_DEADLINE:?} after MirrorMaker 2 started)\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+    fn wait_after_start(&self, what: &str, cond: impl FnMut() -> bool) -> Duration {
+        wait_before(
+            &format!("{what} ({MM2_START_DEADLINE:?} after MirrorMaker 2 started)"),
+            self.started + MM2_START_DEADLINE,
+            cond,
+            || self.log(),
+        );
         let took = self.started.elapsed();
         eprintln!("MirrorMaker 2: {what} {took:?} after start");
         took

@@ -45,8 +45,17 @@ pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
 }
 
 /// Like [`wait_until`], adding `explain()` (e.g. a process log) to the panic message.
-pub fn wait_or_explain(what: &str, mut cond: impl FnMut() -> bool, explain: impl Fn() -> String) {
-    let deadline = Instant::now() + DEADLINE;
+pub fn wait_or_explain(what: &str, cond: impl FnMut() -> bool, explain: impl Fn() -> String) {
+    wait_before(what, Instant::now() + DEADLINE, cond, explain);
+}
+
+/// Polls `cond` until it holds; panics with `what` and `explain()` once `deadline` passes.
+pub fn wait_before(
+    what: &str,
+    deadline: Instant,
+    mut cond: impl FnMut() -> bool,
+    explain: impl Fn() -> String,
+) {
     while !cond() {
         assert!(
             Instant::now() < deadline,
