@@ -321,42 +321,6 @@ fn sigterm_drains_commits_and_restarts_without_duplicates() {
     assert!(!refract.log().contains("unclean stop"), "{}", refract.log());
 }
 
-/// A plain HTTP/1.1 request to the metrics endpoint: (status code, body).
-fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-/// The value of the series `name` whose labels include all of `labels`.
-fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 /// `/metrics` after a known number of records: MM2's series with exact counts, lag back to 0,
 /// `/health`, `/status` and `POST /reload`.
 #[test]
@@ -377,16 +341,7 @@ fn metrics_health_status_and_reload_endpoints() {
         )
     );
     let refract = Refract::start(&text, &[]);
-    let mut addr = String::new();
-    refract.wait("the metrics endpoint's address in the log", || {
-        let log = refract.log();
-        let found = log
-            .lines()
-            .find_map(|l| l.split("on http://").nth(1))
-            .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
-        addr = found.unwrap_or_default();
-        !addr.is_empty()
-    });
+    let addr = refract.metrics_addr();
     let remote = format!("a.{topic}");
     refract.wait("mirrored", || b.counts(&remote).iter().sum::<i64>() == 40);
     let lag_zero = |body: &str| {

@@ -21,6 +21,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tempfile::TempDir;
 
+pub mod tls;
+
 /// Generous deadline for anything a test waits on (a loaded 2-core machine compiling a Python
 /// or JavaScript plugin while brokers start needs more than a minute).
 pub const DEADLINE: Duration = Duration::from_secs(180);
@@ -201,12 +203,84 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("log.retention.ms", "-1"),
 ];
 
+/// The listeners [`Broker::start_secure`] adds.
+const SECURE_LISTENERS: [&str; 4] = ["SSL", "MTLS", "SASL_SSL", "SASL_PLAINTEXT"];
+
+/// How a secure test broker authenticates clients.
+pub struct Secure<'a> {
+    /// The broker's certificate (its `bundle` is the PEM key store).
+    pub server: &'a tls::Issued,
+    /// The CA the broker trusts for client certificates (`MTLS`).
+    pub client_ca: &'a Path,
+    /// SASL users and passwords (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512).
+    pub users: &'a [(&'a str, &'a str)],
+}
+
+impl Secure<'_> {
+    fn props(&self) -> Vec<(String, String)> {
+        let mut p: Vec<(String, String)> = vec![
+            ("ssl.keystore.type".into(), "PEM".into()),
+            (
+                "ssl.keystore.location".into(),
+                self.server.bundle.display().to_string(),
+            ),
+            ("ssl.truststore.type".into(), "PEM".into()),
+            (
+                "ssl.truststore.location".into(),
+                self.client_ca.display().to_string(),
+            ),
+            ("listener.name.mtls.ssl.client.auth".into(), "required".into()),
+            // A client certificate's principal is its CN (`User:<cn>`), not the whole DN.
+            (
+                "ssl.principal.mapping.rules".into(),
+                "RULE:^CN=([^,]+),.*$/$1/,DEFAULT".into(),
+            ),
+            (
+                "sasl.enabled.mechanisms".into(),
+                "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER".into(),
+            ),
+        ];
+        let plain_users: String = self
+            .users
+            .iter()
+            .map(|(u, pw)| format!(" user_{u}=\"{pw}\""))
+            .collect();
+        for listener in ["sasl_ssl", "sasl_plaintext"] {
+            let prefix = format!("listener.name.{listener}");
+            p.push((
+                format!("{prefix}.plain.sasl.jaas.config"),
+                format!(
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};"
+                ),
+            ));
+            for m in ["scram-sha-256", "scram-sha-512"] {
+                p.push((
+                    format!("{prefix}.{m}.sasl.jaas.config"),
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;".into(),
+                ));
+            }
+            // Unsecured JWTs (the broker's default OAUTHBEARER validator): the token's `sub`
+            // is the principal.
+            p.push((
+                format!("{prefix}.oauthbearer.sasl.jaas.config"),
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredLoginStringClaim_sub=\"broker\";"
+                    .into(),
+            ));
+        }
+        p
+    }
+}
+
 /// One Apache Kafka broker = one single-node KRaft cluster (combined broker and controller) with
 /// its data in a temp folder, started from the jars `.ci/install-kafka` resolves.
 pub struct Broker {
     child: Mutex<Option<Child>>,
     /// `host:port` of its PLAINTEXT listener.
     pub bootstrap: String,
+    /// `host:port` of every listener by name (`PLAINTEXT`, and with [`Broker::start_secure`]
+    /// `SSL`, `MTLS`, `SASL_SSL`, `SASL_PLAINTEXT`).
+    pub listeners: BTreeMap<String, String>,
     /// Its data, configuration and `broker.log`.
     pub dir: TempDir,
     /// The cluster's name in test output.
@@ -222,10 +296,33 @@ impl Broker {
 
     /// Starts a broker of its own with extra `server.properties` entries (an authorizer, say).
     pub fn start_with(cluster: &str, extra: &[(&str, &str)]) -> Self {
+        Self::start_full(cluster, extra, None)
+    }
+
+    /// Starts a broker that also listens with TLS and SASL: `SSL` (server certificate only),
+    /// `MTLS` (client certificate required), `SASL_SSL` and `SASL_PLAINTEXT` (PLAIN,
+    /// SCRAM-SHA-256, SCRAM-SHA-512 and unsecured-JWT OAUTHBEARER), beside the PLAINTEXT
+    /// listener the harness itself uses. [`Broker::listener`] gives each one's address.
+    pub fn start_secure(cluster: &str, secure: &Secure<'_>, extra: &[(&str, &str)]) -> Self {
+        Self::start_full(cluster, extra, Some(secure))
+    }
+
+    fn start_full(cluster: &str, extra: &[(&str, &str)], secure: Option<&Secure<'_>>) -> Self {
         let mut last = String::new();
         for _attempt in 0..4 {
             let dir = tempfile::tempdir().expect("temp dir");
             let (port, cport) = (free_port(), free_port());
+            let mut listeners = BTreeMap::new();
+            listeners.insert("PLAINTEXT".to_string(), format!("127.0.0.1:{port}"));
+            if secure.is_some() {
+                for name in SECURE_LISTENERS {
+                    listeners.insert(name.to_string(), format!("127.0.0.1:{}", free_port()));
+                }
+            }
+            let advertised: Vec<String> = listeners
+                .iter()
+                .map(|(name, addr)| format!("{name}://{addr}"))
+                .collect();
             let mut props: Vec<(String, String)> = BROKER_DEFAULTS
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -233,15 +330,14 @@ impl Broker {
             props.extend([
                 (
                     "listeners".into(),
-                    format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"),
+                    format!("{},CONTROLLER://127.0.0.1:{cport}", advertised.join(",")),
                 ),
-                (
-                    "advertised.listeners".into(),
-                    format!("PLAINTEXT://127.0.0.1:{port}"),
-                ),
+                ("advertised.listeners".into(), advertised.join(",")),
                 (
                     "listener.security.protocol.map".into(),
-                    "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
+                    "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,MTLS:SSL,\
+                     SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+                        .into(),
                 ),
                 (
                     "controller.quorum.voters".into(),
@@ -252,6 +348,9 @@ impl Broker {
                     dir.path().join("data").display().to_string(),
                 ),
             ]);
+            if let Some(secure) = secure {
+                props.extend(secure.props());
+            }
             for (k, v) in extra {
                 props.retain(|(key, _)| key != k);
                 props.push((k.to_string(), v.to_string()));
@@ -269,7 +368,8 @@ impl Broker {
                 ),
             )
             .expect("log4j2.properties");
-            let format = kafka_java()
+            let mut format = kafka_java();
+            format
                 .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
                 .args([
                     "kafka.tools.StorageTool",
@@ -277,8 +377,15 @@ impl Broker {
                     &format!("--cluster-id={}", cluster_id()),
                     "-c",
                 ])
-                .arg(dir.path().join("server.properties"))
-                .output()
+                .arg(dir.path().join("server.properties"));
+            for (user, password) in secure.map_or(&[][..], |s| s.users) {
+                for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+                    format
+                        .arg("--add-scram")
+                        .arg(format!("{mechanism}=[name={user},password={password}]"));
+                }
+            }
+            let format = format.output()
                 .expect("run kafka-storage format");
             assert!(
                 format.status.success(),
@@ -289,6 +396,7 @@ impl Broker {
             let broker = Self {
                 child: Mutex::new(None),
                 bootstrap: format!("127.0.0.1:{port}"),
+                listeners,
                 dir,
                 name: cluster.to_string(),
                 jvm: vec![
@@ -310,6 +418,13 @@ impl Broker {
             }
         }
         panic!("Kafka broker {cluster} found no free ports:\n{last}");
+    }
+
+    /// The `host:port` of listener `name`.
+    pub fn listener(&self, name: &str) -> &str {
+        self.listeners
+            .get(name)
+            .unwrap_or_else(|| panic!("{} has no {name} listener", self.name))
     }
 
     /// A broker shared by every test of this test binary that asks for `cluster`; started on
@@ -634,11 +749,22 @@ impl Broker {
 
     /// Produces `records` and waits for every acknowledgement.
     pub fn produce(&self, topic: &str, records: &[TestRecord]) {
+        self.produce_with(topic, records, &[]);
+    }
+
+    /// Produces `records` with extra producer settings (`compression.type`, say) and waits for
+    /// every acknowledgement.
+    pub fn produce_with(&self, topic: &str, records: &[TestRecord], settings: &[(&str, &str)]) {
         let before: i64 = self.counts(topic).iter().sum();
-        let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", &self.bootstrap)
             .set("enable.idempotence", "true")
-            .set("linger.ms", "5")
+            .set("linger.ms", "5");
+        for (k, v) in settings {
+            config.set(*k, *v);
+        }
+        let producer: BaseProducer<Deliveries> = config
             .create_with_context(Deliveries::default())
             .expect("producer");
         for r in records {
@@ -685,6 +811,43 @@ impl Broker {
             records.len() as i64,
             "every record produced to {topic} must be acknowledged"
         );
+    }
+
+    /// The compression codec of every record batch stored in `topic`[`partition`] (`none`,
+    /// `gzip`, `snappy`, `lz4`, `zstd`), read from the broker's log segments: what a producer
+    /// really wrote, which a consumer (which decompresses) cannot tell.
+    pub fn batch_codecs(&self, topic: &str, partition: i32) -> Vec<&'static str> {
+        let dir = self.dir.path().join("data").join(format!("{topic}-{partition}"));
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        segments.sort();
+        let mut out = Vec::new();
+        for seg in segments {
+            let bytes = std::fs::read(&seg).expect("segment");
+            // v2 batch: baseOffset i64, batchLength i32, leaderEpoch i32, magic i8, crc u32,
+            // attributes i16 (codec in the low 3 bits); the next batch follows batchLength.
+            let mut at = 0;
+            while at + 23 <= bytes.len() {
+                let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().expect("len"));
+                if len <= 0 {
+                    break; // preallocated, unwritten tail
+                }
+                let attributes = i16::from_be_bytes(bytes[at + 21..at + 23].try_into().expect("a"));
+                out.push(match attributes & 7 {
+                    0 => "none",
+                    1 => "gzip",
+                    2 => "snappy",
+                    3 => "lz4",
+                    4 => "zstd",
+                    _ => "unknown",
+                });
+                at += 12 + len as usize;
+            }
+        }
+        out
     }
 
     /// Every record of `topic`, per partition, in offset order, without refract's provenance
@@ -808,6 +971,7 @@ pub struct Refract {
     child: Option<Child>,
     pub dir: TempDir,
     pub pipeline: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 /// The path of the refract binary under test.
@@ -825,12 +989,21 @@ pub fn write_pipeline(dir: &Path, pipeline: &str) -> PathBuf {
 impl Refract {
     /// Starts `refract run` on `pipeline` with extra `args`.
     pub fn start(pipeline: &str, args: &[&str]) -> Self {
+        Self::start_env(pipeline, args, &[])
+    }
+
+    /// Starts `refract run` on `pipeline` with extra `args` and environment variables.
+    pub fn start_env(pipeline: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = write_pipeline(dir.path(), pipeline);
         let mut r = Self {
             child: None,
             dir,
             pipeline: path,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         r.restart(args);
         r
@@ -847,6 +1020,7 @@ impl Refract {
         cmd.arg("run")
             .arg(&self.pipeline)
             .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env(
                 "RUST_LOG",
                 std::env::var("REFRACT_TEST_LOG")
@@ -896,6 +1070,21 @@ impl Refract {
         std::fs::read_to_string(self.dir.path().join("refract.log")).unwrap_or_default()
     }
 
+    /// The address its metrics endpoint bound (`[metrics] listen = "127.0.0.1:0"`), from its log.
+    pub fn metrics_addr(&self) -> String {
+        let mut addr = String::new();
+        self.wait("the metrics endpoint's address in the log", || {
+            let log = self.log();
+            let found = log
+                .lines()
+                .find_map(|l| l.split("on http://").nth(1))
+                .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
+            addr = found.unwrap_or_default();
+            !addr.is_empty()
+        });
+        addr
+    }
+
     /// How many lines of its log contain `needle`.
     pub fn log_count(&self, needle: &str) -> usize {
         self.log().lines().filter(|l| l.contains(needle)).count()
@@ -916,6 +1105,42 @@ impl Drop for Refract {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A plain HTTP/1.1 request to the metrics endpoint: (status code, body).
+pub fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of the series `name` whose labels include all of `labels`.
+pub fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// Runs the refract binary to completion.
