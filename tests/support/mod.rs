@@ -229,7 +229,10 @@ impl Secure<'_> {
                 "ssl.truststore.location".into(),
                 self.client_ca.display().to_string(),
             ),
-            ("listener.name.mtls.ssl.client.auth".into(), "required".into()),
+            (
+                "listener.name.mtls.ssl.client.auth".into(),
+                "required".into(),
+            ),
             // A client certificate's principal is its CN (`User:<cn>`), not the whole DN.
             (
                 "ssl.principal.mapping.rules".into(),
@@ -385,8 +388,7 @@ impl Broker {
                         .arg(format!("{mechanism}=[name={user},password={password}]"));
                 }
             }
-            let format = format.output()
-                .expect("run kafka-storage format");
+            let format = format.output().expect("run kafka-storage format");
             assert!(
                 format.status.success(),
                 "kafka-storage format failed for {cluster}: {}{}",
@@ -817,7 +819,11 @@ impl Broker {
     /// `gzip`, `snappy`, `lz4`, `zstd`), read from the broker's log segments: what a producer
     /// really wrote, which a consumer (which decompresses) cannot tell.
     pub fn batch_codecs(&self, topic: &str, partition: i32) -> Vec<&'static str> {
-        let dir = self.dir.path().join("data").join(format!("{topic}-{partition}"));
+        let dir = self
+            .dir
+            .path()
+            .join("data")
+            .join(format!("{topic}-{partition}"));
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
             .filter_map(|e| e.ok().map(|e| e.path()))

@@ -145,7 +145,9 @@ impl Ca {
                     san.dns(h);
                 }
             }
-            let ext = san.build(&b.x509v3_context(Some(&self.cert), None)).expect("san");
+            let ext = san
+                .build(&b.x509v3_context(Some(&self.cert), None))
+                .expect("san");
             b.append_extension(ext).expect("san");
         }
         b.sign(&self.key, MessageDigest::sha256()).expect("sign");

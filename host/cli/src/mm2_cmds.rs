@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
@@ -49,16 +48,16 @@ pub struct Convert {
 }
 
 fn client(cluster: &Cluster) -> Result<BaseConsumer> {
-    let mut config = ClientConfig::new();
-    for (k, v) in cluster.client_config(ClientRole::Consumer) {
-        config.set(k, v);
-    }
-    config.set("enable.auto.commit", "false");
-    // Needed to assign partitions; nothing is committed under it.
-    config.set("group.id", "refract-cli");
-    config
-        .create()
-        .with_context(|| format!("connecting to cluster {}", cluster.alias))
+    // The group id is needed to assign partitions; nothing is committed under it.
+    refract_mirror::clients::client_config(
+        cluster,
+        ClientRole::Consumer,
+        "refract-cli",
+        &[],
+        &[("enable.auto.commit", "false"), ("group.id", "refract-cli")],
+    )
+    .create()
+    .with_context(|| format!("connecting to cluster {}", cluster.alias))
 }
 
 fn cluster<'a>(pipeline: &'a Pipeline, alias: &str) -> Result<&'a Cluster> {

@@ -7,6 +7,7 @@ mod error;
 mod mm2;
 mod model;
 mod raw;
+mod secrets;
 mod topics;
 
 pub use duration::{parse_duration, parse_size};
@@ -15,7 +16,9 @@ pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{
     ClientRole, Cluster, DefaultsFrom, Flow, OffsetSyncsLocation, OnError, Pipeline,
     PluginLocation, PluginSpec, ProcessorSpec, BUILTIN_POLICIES, BUILTIN_PROCESSORS,
+    COMPRESSION_TYPES,
 };
+pub use secrets::{is_sensitive_key, REDACTED};
 pub use topics::{
     PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
     DEFAULT_TOPICS_EXCLUDE,

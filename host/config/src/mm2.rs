@@ -18,17 +18,26 @@
 //! Client settings (`A.security.protocol`, `A.ssl.*`, `A.sasl.*`, `A.client.id`, top-level
 //! `security.protocol`/`ssl.*`/`sasl.*` as a fallback for every cluster, and `A.consumer.*`,
 //! `A.producer.*`, `A.admin.*`) are passed to librdkafka only when librdkafka has a property of
-//! the same meaning (`LIBRDKAFKA_SAME`, `LIBRDKAFKA_RENAMED`); Java-only ones such as
-//! `sasl.jaas.config` or key stores are reported instead of producing a client that fails to start.
+//! the same meaning (`LIBRDKAFKA_SAME`, `LIBRDKAFKA_RENAMED`). `sasl.jaas.config`, key and trust
+//! stores and `config.providers` references are converted by [`security`]; other Java-only
+//! settings are reported instead of producing a client that fails to start.
+
+mod security;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::error::ConfigError;
 use crate::model::{check_alias, Pipeline, RESERVED_CLIENT_KEYS};
+use crate::secrets::{redact_toml, EnvLookup};
+use security::Provider;
 
 /// A MirrorMaker 2 properties file converted to pipeline TOML.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The TOML keeps config provider references as refract references (`${file:…}`, `${env:…}`);
+/// a secret the properties file holds in clear is carried over as it is (and noted), but `Debug`
+/// shows it as `[redacted]`.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Mm2Conversion {
     /// The pipeline, with a header comment naming the file, the unsupported settings and notes.
     pub toml: String,
@@ -36,6 +45,16 @@ pub struct Mm2Conversion {
     pub unsupported: Vec<String>,
     /// What the conversion assumed, renamed or left out on purpose.
     pub notes: Vec<String>,
+}
+
+impl std::fmt::Debug for Mm2Conversion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mm2Conversion")
+            .field("toml", &redact_toml(&self.toml))
+            .field("unsupported", &self.unsupported)
+            .field("notes", &self.notes)
+            .finish()
+    }
 }
 
 impl Mm2Conversion {
@@ -63,8 +82,18 @@ pub fn convert_mm2_properties(path: &Path, text: &str) -> Result<Mm2Conversion, 
 /// [`Pipeline::load`] for a `.properties` file: converts it, then validates the TOML; errors of the
 /// second step name the property the offending TOML came from.
 pub(crate) fn load(path: &Path, text: &str) -> Result<Pipeline, ConfigError> {
+    load_with_env(path, text, &|name: &str| std::env::var(name))
+}
+
+/// [`load`] with `env` looking up environment variables.
+pub(crate) fn load_with_env(
+    path: &Path,
+    text: &str,
+    env: EnvLookup<'_>,
+) -> Result<Pipeline, ConfigError> {
     let (conversion, origins) = convert(path, text)?;
-    let mut pipeline = Pipeline::parse(path, &conversion.toml).map_err(|e| origins.map_error(e))?;
+    let mut pipeline =
+        Pipeline::parse_with_env(path, &conversion.toml, env).map_err(|e| origins.map_error(e))?;
     pipeline.warnings = conversion.warnings(path);
     Ok(pipeline)
 }
@@ -72,6 +101,7 @@ pub(crate) fn load(path: &Path, text: &str) -> Result<Pipeline, ConfigError> {
 fn convert(path: &Path, text: &str) -> Result<(Mm2Conversion, Origins), ConfigError> {
     let props = parse_properties(path, text)?;
     let mut converter = Converter::new(path, props);
+    converter.providers()?;
     let (clusters, flows) = converter.pipeline()?;
     let unsupported: Vec<String> = converter.unsupported.iter().cloned().collect();
     let notes = converter.sorted_notes();
@@ -96,11 +126,11 @@ fn convert(path: &Path, text: &str) -> Result<(Mm2Conversion, Origins), ConfigEr
 
 /// One entry of a `.properties` file after Java's unescaping.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Prop {
-    key: String,
-    value: String,
+pub(crate) struct Prop {
+    pub(crate) key: String,
+    pub(crate) value: String,
     /// 1-based line the entry starts on.
-    line: usize,
+    pub(crate) line: usize,
     /// The first `\c` in the value whose backslash Java dropped (e.g. `\.`): usually a regex
     /// escape written with one backslash where the properties format needs two.
     dropped_escape: Option<String>,
@@ -113,7 +143,7 @@ fn is_blank(c: char) -> bool {
 
 /// Entries in file order, as `Properties.load` reads them (a later duplicate wins when they are
 /// put in a map).
-fn parse_properties(path: &Path, text: &str) -> Result<Vec<Prop>, ConfigError> {
+pub(crate) fn parse_properties(path: &Path, text: &str) -> Result<Vec<Prop>, ConfigError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut props = Vec::new();
     // A logical line being continued: the line it started on and its text so far.
@@ -333,6 +363,7 @@ const SETTINGS: &[Setting] = &[
     row("offset_lag_max", &["offset.lag.max"], Kind::Int),
     row("emit_heartbeats", &["emit.heartbeats.enabled"], Kind::Bool),
     row("heartbeat_interval", &["emit.heartbeats.interval.seconds"], Kind::Seconds),
+    row("compression", &["producer.compression.type"], Kind::Text),
 ];
 
 const fn row(toml: &'static str, mm2: &'static [&'static str], kind: Kind) -> Setting {
@@ -428,6 +459,11 @@ const LIBRDKAFKA_SAME: &[&str] = &[
     "retry.backoff.ms",
     "sasl.kerberos.min.time.before.relogin",
     "sasl.kerberos.service.name",
+    "sasl.mechanism",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.token.endpoint.url",
     "security.protocol",
     "session.timeout.ms",
     "socket.connection.setup.timeout.ms",
@@ -435,10 +471,7 @@ const LIBRDKAFKA_SAME: &[&str] = &[
 ];
 
 /// Java client settings librdkafka reads under another name: (Java, librdkafka).
-const LIBRDKAFKA_RENAMED: &[(&str, &str)] = &[
-    ("sasl.mechanism", "sasl.mechanisms"),
-    ("fetch.max.wait.ms", "fetch.wait.max.ms"),
-];
+const LIBRDKAFKA_RENAMED: &[(&str, &str)] = &[("fetch.max.wait.ms", "fetch.wait.max.ms")];
 
 /// What becomes of a Java client setting.
 enum ClientKey {
@@ -460,9 +493,7 @@ fn client_key(java: &str) -> ClientKey {
     if let Some((_, renamed)) = LIBRDKAFKA_RENAMED.iter().find(|(k, _)| *k == java) {
         return ClientKey::Pass(renamed);
     }
-    ClientKey::Unsupported(if java == "sasl.jaas.config" {
-        Some("librdkafka takes credentials as sasl.username and sasl.password (PLAIN, SCRAM) or sasl.oauthbearer.* settings; add them to the cluster's client table in the converted pipeline")
-    } else if java.starts_with("ssl.truststore.") {
+    ClientKey::Unsupported(if java.starts_with("ssl.truststore.") {
         Some("librdkafka reads CA certificates from PEM: set ssl.ca.location in the cluster's client table in the converted pipeline")
     } else if java.starts_with("ssl.keystore.") || java == "ssl.key.password" {
         Some("librdkafka reads the client certificate from PEM (ssl.certificate.location, ssl.key.location, ssl.key.password) or PKCS#12 (ssl.keystore.location, ssl.keystore.password); set them in the cluster's client table in the converted pipeline")
@@ -549,6 +580,8 @@ struct Converter<'a> {
     notes: Vec<(Option<usize>, String)>,
     /// Java-only client settings by what to do instead: one note per hint, not per key.
     hints: BTreeMap<&'static str, BTreeSet<(usize, String)>>,
+    /// `config.providers`: alias → what its references become.
+    providers: BTreeMap<String, Provider>,
 }
 
 /// The properties by what they configure.
@@ -593,6 +626,7 @@ impl<'a> Converter<'a> {
             unsupported: BTreeSet::new(),
             notes,
             hints: BTreeMap::new(),
+            providers: BTreeMap::new(),
         }
     }
 
@@ -786,27 +820,34 @@ impl<'a> Converter<'a> {
             ("producer", BTreeMap::new()),
             ("admin", BTreeMap::new()),
         ];
-        for (rest, prop) in &own {
+        // The Java settings of each table. MM2 gives every cluster the top-level client settings
+        // the cluster does not set itself.
+        let mut java: [BTreeMap<String, Prop>; 4] = Default::default();
+        for (key, prop) in top.iter().filter(|(k, _)| is_shared_client_key(k)) {
+            java[0].insert(key.clone(), prop.clone());
+        }
+        for (rest, prop) in own {
             if rest == "bootstrap.servers" {
                 bootstrap = Some(prop);
-            } else if let Some((role, name)) = role_key(rest) {
+            } else if let Some((role, name)) = role_key(&rest) {
                 let table = ROLES.iter().position(|r| *r == role).map_or(0, |i| i + 1);
-                self.client_setting(alias, name, prop, &mut tables[table].1);
-            } else if is_cluster_client_key(rest) {
-                self.client_setting(alias, rest, prop, &mut tables[0].1);
+                java[table].insert(name.to_string(), prop);
+            } else if is_cluster_client_key(&rest) {
+                java[0].insert(rest, prop);
             } else {
-                self.other_key(prop, rest);
+                self.other_key(&prop, &rest);
             }
         }
-        // MM2 gives every cluster the top-level client settings the cluster does not set itself.
-        let mut shared = BTreeMap::new();
-        for (key, prop) in top.iter().filter(|(k, _)| is_shared_client_key(k)) {
-            self.client_setting(alias, key, prop, &mut shared);
+        let cluster_keys = java[0].clone();
+        for (i, mut keys) in java.into_iter().enumerate() {
+            let context = (i > 0).then_some(&cluster_keys);
+            let table = &mut tables[i].1;
+            self.security(&mut keys, context, table)?;
+            for (name, prop) in &keys {
+                self.client_setting(alias, name, prop, table)?;
+            }
         }
-        for (name, value) in shared {
-            tables[0].1.entry(name).or_insert(value);
-        }
-        let bootstrap = match bootstrap.or_else(|| top.get("bootstrap.servers")) {
+        let bootstrap = match bootstrap.as_ref().or_else(|| top.get("bootstrap.servers")) {
             Some(p) => {
                 let servers: Vec<String> = list(&p.value);
                 if servers.is_empty() {
@@ -816,7 +857,7 @@ impl<'a> Converter<'a> {
                         "is empty; give host:port[,host:port]".into(),
                     ));
                 }
-                (servers.join(","), Origin::from(p))
+                (self.references(p, &servers.join(","))?, Origin::from(p))
             }
             None => {
                 return Err(self.error(
@@ -835,16 +876,22 @@ impl<'a> Converter<'a> {
     }
 
     /// Puts a Java client setting into `table` under its librdkafka name, or reports it.
-    fn client_setting(&mut self, alias: &str, java: &str, prop: &Prop, table: &mut ClientTable) {
+    fn client_setting(
+        &mut self,
+        alias: &str,
+        java: &str,
+        prop: &Prop,
+        table: &mut ClientTable,
+    ) -> Result<(), ConfigError> {
         let (key, line) = (&prop.key, prop.line);
         match client_key(java) {
             ClientKey::Pass(name) => {
-                let mut value = prop.value.trim().to_string();
+                let mut value = self.references(prop, prop.value.trim())?;
                 // Java disables host name verification with an empty value, librdkafka with `none`.
                 if name == "ssl.endpoint.identification.algorithm" && value.is_empty() {
                     value = "none".into();
                 }
-                table.insert(name.to_string(), (value, Origin::from(prop)));
+                self.put(table, name, value, prop);
             }
             ClientKey::Reserved => {
                 self.unsupported.insert(key.clone());
@@ -865,6 +912,7 @@ impl<'a> Converter<'a> {
                 }
             }
         }
+        Ok(())
     }
 
     /// Reports top-level keys that are neither cluster settings nor read by flows.
@@ -994,6 +1042,13 @@ impl<'a> Converter<'a> {
         let Some(prop) = self.resolve(setting.mm2, props) else {
             return Ok(None);
         };
+        if self.has_provider_reference(&prop.value) {
+            return Err(self.error(
+                Some(prop.line),
+                &prop.key,
+                "holds a config provider reference; refract resolves references only in client settings and bootstrap.servers".into(),
+            ));
+        }
         let value = match setting.kind {
             Kind::List => {
                 if let Some(escape) = &prop.dropped_escape {
@@ -1816,7 +1871,8 @@ mod tests {
              a->b.transforms = mask\nconfig.providers = file\nexactly.once.source.support = enabled\n\
              dedicated.mode.enable.internal.rest = true\nrefresh.topics.enabled = false\n\
              a->b.tasks.max = 2\nb->a.transforms = ignored-because-disabled\nx->b.enabled = true\n\
-             a.offset.flush.timeout.ms = 5\n"
+             a.offset.flush.timeout.ms = 5\n\
+             config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"
         );
         let c = convert_text(&text).unwrap();
         assert_eq!(
@@ -1824,7 +1880,6 @@ mod tests {
             [
                 "a->b.transforms",
                 "a.offset.flush.timeout.ms",
-                "config.providers",
                 "dedicated.mode.enable.internal.rest",
                 "exactly.once.source.support",
                 "refresh.topics.enabled",
@@ -1855,42 +1910,62 @@ mod tests {
 
     #[test]
     fn client_settings() {
-        let text = "clusters = a, b\na.bootstrap.servers = h:1 , h:2\nbootstrap.servers = fallback:1\n\
+        let dir = tempfile::tempdir().unwrap();
+        let creds = dir.path().join("creds.properties");
+        std::fs::write(&creds, "password = pw-from-file\n").unwrap();
+        let text = format!("clusters = a, b\na.bootstrap.servers = h:1 , h:2\nbootstrap.servers = fallback:1\n\
             a->b.enabled = true\n\
             security.protocol = SASL_SSL\nsasl.mechanism = SCRAM-SHA-512\n\
-            sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required;\n\
-            b.security.protocol = SSL\nb.ssl.truststore.location = /t.jks\nb.ssl.endpoint.identification.algorithm =\n\
+            sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=\"mirror\" password=\"${{file:{}:password}}\";\n\
+            b.security.protocol = SSL\nb.ssl.truststore.location = /t.pem\nb.ssl.endpoint.identification.algorithm =\n\
             a.client.id = mirror\na.consumer.fetch.max.wait.ms = 50\na.consumer.max.poll.records = 9\n\
             a.producer.acks = 1\na.producer.compression.type = zstd \na.admin.bootstrap.servers = x:1\n\
-            a.ssl.truststore.password = secret\n";
-        let c = convert_text(text).unwrap();
+            a.ssl.truststore.password = secret\nconfig.providers = file\n\
+            config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n",
+            creds.display()
+        );
+        let c = convert_text(&text).unwrap();
         assert_eq!(
             c.unsupported,
             [
                 "a.admin.bootstrap.servers",
                 "a.consumer.max.poll.records",
                 "a.producer.acks",
-                "a.ssl.truststore.password",
-                "b.ssl.truststore.location",
-                "sasl.jaas.config",
             ]
         );
         let notes = c.notes.join("\n");
         assert!(notes.contains("a.producer.acks (line 14): ignored; refract sets `acks` itself"));
         assert!(notes.contains("a.admin.bootstrap.servers (line 16): ignored; every client of `a` connects to a.bootstrap.servers"));
-        assert!(notes.contains(
-            "sasl.jaas.config (line 7): Java-only; librdkafka takes credentials as sasl.username"
-        ));
-        assert!(notes.contains("b.ssl.truststore.location (line 9), a.ssl.truststore.password (line 17): Java-only; librdkafka reads CA certificates from PEM"));
-        let shown = format!("{}{notes}", c.toml);
-        assert!(!shown.contains("secret") && !shown.contains("ScramLoginModule"));
-        let p = Pipeline::parse(Path::new("mm2.properties"), &c.toml).unwrap();
+        assert!(notes.contains("a.ssl.truststore.password (line 17): ignored; librdkafka reads CA certificates from PEM, which has no password"));
+        assert!(
+            !notes.contains("sasl.jaas.config"),
+            "the password is a reference: {notes}"
+        );
+        let reference = format!("\"${{file:{}:password}}\"", creds.display());
+        assert!(
+            c.toml.contains(&format!("[clusters.a.client]\n\"client.id\" = \"mirror\"\n\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\"sasl.password\" = {reference}\n\"sasl.username\" = \"mirror\"\n\"security.protocol\" = \"SASL_SSL\"\n")),
+            "{}",
+            c.toml
+        );
+        assert!(
+            c.toml.contains("\"ssl.ca.location\" = \"/t.pem\""),
+            "{}",
+            c.toml
+        );
+        assert!(!c.toml.contains("secret") && !c.toml.contains("pw-from-file"));
+        let p = load_text(&text).unwrap();
         use crate::ClientRole::*;
         let a = &p.clusters["a"];
         assert_eq!(a.bootstrap, "h:1,h:2");
         let consumer = a.client_config(Consumer);
         assert_eq!(consumer["security.protocol"], "SASL_SSL");
-        assert_eq!(consumer["sasl.mechanisms"], "SCRAM-SHA-512");
+        assert_eq!(consumer["sasl.mechanism"], "SCRAM-SHA-512");
+        assert_eq!(consumer["sasl.username"], "mirror");
+        assert_eq!(consumer["sasl.password"], "pw-from-file");
+        assert_eq!(
+            a.display_settings(Consumer)["sasl.password"],
+            reference.trim_matches('"')
+        );
         assert_eq!(consumer["client.id"], "mirror");
         assert_eq!(consumer["fetch.wait.max.ms"], "50");
         assert!(!consumer.contains_key("max.poll.records"));
@@ -1908,8 +1983,11 @@ mod tests {
             b["security.protocol"], "SSL",
             "the cluster's own setting wins"
         );
-        assert_eq!(b["sasl.mechanisms"], "SCRAM-SHA-512");
+        assert_eq!(b["sasl.mechanism"], "SCRAM-SHA-512");
+        assert_eq!(b["sasl.password"], "pw-from-file");
+        assert_eq!(b["ssl.ca.location"], "/t.pem");
         assert_eq!(b["ssl.endpoint.identification.algorithm"], "none");
+        assert!(!format!("{p:?}").contains("pw-from-file"));
     }
 
     #[test]
@@ -2106,5 +2184,443 @@ mod tests {
             ["it's", "back\\slash", "\"quoted\"", "tab\there"]
         );
         assert_eq!(f.policy.config.trim(), "separator = \"'\"");
+    }
+}
+
+#[cfg(test)]
+mod security_tests {
+    use super::*;
+    use crate::ClientRole::*;
+    use std::env::VarError;
+
+    const TWO: &str = "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\na->b.enabled = true\n";
+    const PROVIDERS: &str = "config.providers = file, env, dir, secrets\n\
+        config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+        config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n\
+        config.providers.dir.class = org.apache.kafka.common.config.provider.DirectoryConfigProvider\n\
+        config.providers.secrets.class = FileConfigProvider\n";
+
+    fn convert_text(text: &str) -> Result<Mm2Conversion, ConfigError> {
+        convert_mm2_properties(Path::new("mm2.properties"), text)
+    }
+
+    fn env(name: &str) -> Result<String, VarError> {
+        match name {
+            "KS_PASS" => Ok("ks-s3cr3t".into()),
+            "SCRAM_PASS" => Ok("scram-s3cr3t".into()),
+            _ => Err(VarError::NotPresent),
+        }
+    }
+
+    fn load_text(text: &str) -> Result<Pipeline, ConfigError> {
+        load_with_env(Path::new("mm2.properties"), text, &env)
+    }
+
+    /// The TOML lines of `[clusters.<alias>.<table>]`.
+    fn table(toml: &str, alias: &str, table: &str) -> Vec<String> {
+        let header = format!("[clusters.{alias}.{table}]");
+        toml.lines()
+            .skip_while(|l| *l != header)
+            .skip(1)
+            .take_while(|l| !l.is_empty() && !l.starts_with('['))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn provider_references_become_refract_references() {
+        let text = format!(
+            "{TWO}{PROVIDERS}\
+             a.ssl.keystore.location = /etc/kafka/a.p12\n\
+             a.ssl.keystore.password = ${{env:KS_PASS}}\n\
+             a.ssl.key.password = ${{env::KS_PASS}}\n\
+             a.ssl.truststore.type = PEM\n\
+             a.ssl.truststore.location = ${{dir:/run/secrets:ca.pem}}\n\
+             a.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=\"${{secrets:/etc/kafka/u.properties:user}}\" password=\"${{file:/etc/kafka/u.properties:password}}\";\n\
+             config.providers.file.param.allowed.paths = /etc/kafka\n"
+        );
+        let c = convert_text(&text).unwrap();
+        assert_eq!(
+            table(&c.toml, "a", "client"),
+            [
+                "\"sasl.password\" = \"${file:/etc/kafka/u.properties:password}\"",
+                "\"sasl.username\" = \"${file:/etc/kafka/u.properties:user}\"",
+                "\"ssl.ca.location\" = \"${file:/run/secrets/ca.pem}\"",
+                "\"ssl.key.password\" = \"${env:KS_PASS}\"",
+                "\"ssl.keystore.location\" = \"/etc/kafka/a.p12\"",
+                "\"ssl.keystore.password\" = \"${env:KS_PASS}\"",
+            ]
+        );
+        assert!(c.unsupported.is_empty(), "{:?}", c.unsupported);
+        assert_eq!(
+            c.notes[0],
+            "config.providers.file.param.allowed.paths (line 16): ignored; refract's ${file:…} and ${env:…} references read any file and variable the process can"
+        );
+        assert!(
+            !c.notes.iter().any(|n| n.contains("in clear")),
+            "{:?}",
+            c.notes
+        );
+    }
+
+    #[test]
+    fn provider_errors_name_the_key() {
+        let cases: &[(&str, Option<usize>, &str, &str)] = &[
+            (
+                "config.providers = vault\nconfig.providers.vault.class = com.hashicorp.VaultConfigProvider\n",
+                Some(6),
+                "config.providers.vault.class",
+                "`com.hashicorp.VaultConfigProvider` is a config provider refract cannot run; it reads references of org.apache.kafka.common.config.provider.FileConfigProvider, EnvVarConfigProvider and DirectoryConfigProvider",
+            ),
+            (
+                "config.providers = file\n",
+                Some(5),
+                "config.providers.file.class",
+                "missing; config.providers lists `file`: name its class, e.g. `config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider`",
+            ),
+            (
+                "a.client.id = ${vault:kv/kafka:pw}\n",
+                Some(5),
+                "a.client.id",
+                "holds `${` that is not a reference to a config provider of this file (config.providers lists none); refract would read it as a reference",
+            ),
+            (
+                "config.providers = file\nconfig.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\na.ssl.key.password = ${file:/only-a-path}\n",
+                Some(7),
+                "a.ssl.key.password",
+                "reference `${file:/only-a-path}` does not fit its provider: write ${<alias>:/path/file.properties:key}",
+            ),
+            (
+                "config.providers = env\nconfig.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\ntopics = ${env:TOPICS}\n",
+                Some(7),
+                "topics",
+                "holds a config provider reference; refract resolves references only in client settings and bootstrap.servers",
+            ),
+        ];
+        for (body, line, key, message) in cases {
+            let err = convert_text(&format!("{TWO}{body}")).unwrap_err();
+            assert_eq!(
+                (err.line, err.key.as_str(), err.message.as_str()),
+                (*line, *key, *message),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn jaas_login_modules() {
+        let jaas = |module: &str| format!("{TWO}sasl.jaas.config = {module}\n");
+        // SCRAM, an escaped quote in a literal password (`\\"` in the file: the properties
+        // format turns it into the `\"` JAAS reads): carried over as it is, with a note.
+        let c = convert_text(&jaas(
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"mirror\" password=\"p\\\\\"w\";",
+        ))
+        .unwrap();
+        assert_eq!(
+            table(&c.toml, "a", "client"),
+            [
+                "\"sasl.password\" = 'p\"w'",
+                "\"sasl.username\" = \"mirror\""
+            ]
+        );
+        assert_eq!(
+            c.notes[0],
+            "sasl.jaas.config (line 5): a secret written in clear; the converted pipeline carries it as it is: reference it instead, e.g. ${env:NAME} or ${file:/path:key} (in MirrorMaker 2: config.providers)"
+        );
+        assert!(!format!("{c:?}").contains("p\\\"w"), "{c:?}");
+        assert!(format!("{c:?}").contains("\\\"sasl.password\\\" = \\\"[redacted]\\\""));
+        let p = load_text(&jaas("PlainLoginModule required username=u password=pw;")).unwrap();
+        let b = p.clusters["b"].client_config(Producer);
+        assert_eq!(
+            (b["sasl.username"].as_str(), b["sasl.password"].as_str()),
+            ("u", "pw")
+        );
+
+        // OIDC
+        let c = convert_text(&format!(
+            "{TWO}a.sasl.mechanism = OAUTHBEARER\na.sasl.oauthbearer.token.endpoint.url = https://idp/token\n\
+             a.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             a.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"mm2\" clientSecret=\"${{env:OIDC}}\" scope=\"kafka\" unsecuredLoginStringClaim_sub=\"x\";\n\
+             config.providers = env\nconfig.providers.env.class = EnvVarConfigProvider\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            table(&c.toml, "a", "client"),
+            [
+                "\"sasl.mechanism\" = \"OAUTHBEARER\"",
+                "\"sasl.oauthbearer.client.id\" = \"mm2\"",
+                "\"sasl.oauthbearer.client.secret\" = \"${env:OIDC}\"",
+                "\"sasl.oauthbearer.method\" = \"oidc\"",
+                "\"sasl.oauthbearer.scope\" = \"kafka\"",
+                "\"sasl.oauthbearer.token.endpoint.url\" = \"https://idp/token\"",
+            ]
+        );
+        assert!(c.unsupported.is_empty(), "{:?}", c.unsupported);
+        assert_eq!(
+            c.notes[0],
+            "a.sasl.jaas.config (line 8): options of `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule` ignored: unsecuredLoginStringClaim_sub"
+        );
+
+        // Unsecured JWT (tests, development), in a role's table.
+        let c = convert_text(&format!(
+            "{TWO}a.consumer.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"alice\" unsecuredLoginLifetimeSeconds=\"3600\" unsecuredLoginExtension_traceId=\"123\";\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            table(&c.toml, "a", "consumer"),
+            [
+                "\"enable.sasl.oauthbearer.unsecure.jwt\" = \"true\"",
+                "\"sasl.oauthbearer.config\" = \"principal=alice lifeSeconds=3600 extension_traceId=123\"",
+            ]
+        );
+        assert!(table(&c.toml, "a", "client").is_empty());
+        assert!(
+            c.notes.iter().all(|n| !n.contains("in clear")),
+            "{:?}",
+            c.notes
+        );
+
+        // Kerberos
+        let c = convert_text(&format!(
+            "{TWO}b.sasl.mechanism = GSSAPI\nb.sasl.jaas.config = com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true keyTab=\"/etc/security/mm2.keytab\" principal=\"mm2/host@EXAMPLE.COM\";\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            table(&c.toml, "b", "client"),
+            [
+                "\"sasl.kerberos.keytab\" = \"/etc/security/mm2.keytab\"",
+                "\"sasl.kerberos.principal\" = \"mm2/host@EXAMPLE.COM\"",
+                "\"sasl.mechanism\" = \"GSSAPI\"",
+            ]
+        );
+        assert_eq!(
+            c.notes[0],
+            "b.sasl.jaas.config (line 6): Kerberos (GSSAPI) needs refract built with the `gssapi` feature (`cargo build --release --features gssapi`, which links the system's Cyrus SASL); librdkafka renews the ticket with kinit and the keytab"
+        );
+    }
+
+    #[test]
+    fn jaas_errors_name_the_key_and_never_the_secret() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "a.sasl.jaas.config = com.example.CustomLoginModule required password=\"hunter2\";\n",
+                "a.sasl.jaas.config",
+                "login module `com.example.CustomLoginModule` has no librdkafka equivalent; refract converts PlainLoginModule and ScramLoginModule (sasl.username, sasl.password), OAuthBearerLoginModule (OIDC or unsecured JWT) and Krb5LoginModule (GSSAPI)",
+            ),
+            (
+                "sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required password=\"hunter2\";\n",
+                "sasl.jaas.config",
+                "login module `org.apache.kafka.common.security.plain.PlainLoginModule` needs the options username and password",
+            ),
+            (
+                "a.producer.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"hunter2;\n",
+                "a.producer.sasl.jaas.config",
+                "login module `org.apache.kafka.common.security.plain.PlainLoginModule`: the value of option `password` has no closing quote",
+            ),
+            (
+                "a.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n",
+                "a.sasl.jaas.config",
+                "login module `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule` without sasl.oauthbearer.token.endpoint.url gets its token from a Java callback handler, which librdkafka cannot run: give the OIDC token endpoint (with clientId and clientSecret), or set [clusters.<alias>.oauthbearer] token = \"${file:/path/to/token}\" in the converted pipeline",
+            ),
+            (
+                "a.sasl.oauthbearer.token.endpoint.url = https://idp/token\na.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientSecret=\"hunter2\";\n",
+                "a.sasl.jaas.config",
+                "login module `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule` with sasl.oauthbearer.token.endpoint.url (OIDC) needs the option clientId (or the setting sasl.oauthbearer.client.credentials.client.id)",
+            ),
+            (
+                "config.providers = file\nconfig.providers.file.class = FileConfigProvider\na.sasl.jaas.config = ${file:/etc/kafka/jaas.properties:jaas}\n",
+                "a.sasl.jaas.config",
+                "is a config provider reference as a whole; refract reads the login module when it converts the file: write the module here and reference only its secrets, e.g. password=\"${file:/path/credentials.properties:password}\"",
+            ),
+        ];
+        for (body, key, message) in cases {
+            let err = convert_text(&format!("{TWO}{body}")).unwrap_err();
+            assert_eq!(
+                (err.key.as_str(), err.message.as_str()),
+                (*key, *message),
+                "{body}"
+            );
+            assert!(!err.to_string().contains("hunter2"), "{err}");
+        }
+        // A Java callback handler without an OIDC endpoint is reported.
+        let c = convert_text(&format!(
+            "{TWO}sasl.login.callback.handler.class = com.example.Handler\n"
+        ))
+        .unwrap();
+        assert_eq!(c.unsupported, ["sasl.login.callback.handler.class"]);
+    }
+
+    #[test]
+    fn key_and_trust_stores() {
+        let c = convert_text(&format!(
+            "{TWO}a.ssl.truststore.location = /etc/kafka/ca.pem\na.ssl.truststore.password = changeit\n\
+             a.ssl.keystore.type = PKCS12\na.ssl.keystore.location = /etc/kafka/a.keystore\na.ssl.keystore.password = ${{env:KS_PASS}}\n\
+             config.providers = env\nconfig.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n\
+             b.ssl.truststore.type = PEM\nb.ssl.truststore.certificates = -----BEGIN CERTIFICATE-----\\nMIIB\\n-----END CERTIFICATE-----\n\
+             b.ssl.keystore.type = PEM\nb.ssl.keystore.certificate.chain = -----BEGIN CERTIFICATE-----\\nMIIC\\n-----END CERTIFICATE-----\n\
+             b.ssl.keystore.key = -----BEGIN ENCRYPTED PRIVATE KEY-----\\nMIIE\\n-----END ENCRYPTED PRIVATE KEY-----\n\
+             b.ssl.key.password = ${{env:KEY_PASS}}\nb.ssl.endpoint.identification.algorithm =\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            table(&c.toml, "a", "client"),
+            [
+                "\"ssl.ca.location\" = \"/etc/kafka/ca.pem\"",
+                "\"ssl.keystore.location\" = \"/etc/kafka/a.keystore\"",
+                "\"ssl.keystore.password\" = \"${env:KS_PASS}\"",
+            ]
+        );
+        assert_eq!(
+            table(&c.toml, "b", "client"),
+            [
+                "\"ssl.ca.pem\" = \"\"\"",
+                "-----BEGIN CERTIFICATE-----",
+                "MIIB",
+                "-----END CERTIFICATE-----\"\"\"",
+                "\"ssl.certificate.pem\" = \"\"\"",
+                "-----BEGIN CERTIFICATE-----",
+                "MIIC",
+                "-----END CERTIFICATE-----\"\"\"",
+                "\"ssl.endpoint.identification.algorithm\" = \"none\"",
+                "\"ssl.key.password\" = \"${env:KEY_PASS}\"",
+                "\"ssl.key.pem\" = \"\"\"",
+                "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+                "MIIE",
+                "-----END ENCRYPTED PRIVATE KEY-----\"\"\"",
+            ]
+        );
+        assert!(c.unsupported.is_empty(), "{:?}", c.unsupported);
+        assert_eq!(
+            c.notes,
+            [
+                "a.ssl.truststore.password (line 6): ignored; librdkafka reads CA certificates from PEM, which has no password",
+                "b.ssl.keystore.key (line 16): a secret written in clear; the converted pipeline carries it as it is: reference it instead, e.g. ${env:NAME} or ${file:/path:key} (in MirrorMaker 2: config.providers)",
+                "MirrorMaker 2 would also emit heartbeats for b->a, whose flows are not enabled; refract emits heartbeats only in enabled flows",
+            ]
+        );
+        // .p12 without a type is PKCS#12
+        let c = convert_text(&format!(
+            "{TWO}ssl.keystore.location = /k/a.p12\nssl.keystore.password = pw\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            table(&c.toml, "a", "client"),
+            [
+                "\"ssl.keystore.location\" = \"/k/a.p12\"",
+                "\"ssl.keystore.password\" = \"pw\""
+            ]
+        );
+    }
+
+    #[test]
+    fn java_stores_are_errors_with_a_hint() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "a.ssl.truststore.location = /etc/kafka/truststore.jks\n",
+                "a.ssl.truststore.location",
+                "`/etc/kafka/truststore.jks` is a Java KeyStore (JKS) trust store (no type is set and the file name is not .p12, .pfx or .pem, so Kafka reads it as JKS, Java's default); librdkafka has no trust stores and reads CA certificates from PEM; export them with `keytool -exportcert -rfc -alias <alias> -keystore /etc/kafka/truststore.jks -file /etc/kafka/ca.pem` (`keytool -list -keystore /etc/kafka/truststore.jks` lists the aliases), then set ssl.ca.location = \"/etc/kafka/ca.pem\"",
+            ),
+            (
+                "ssl.truststore.type = JKS\nb.ssl.truststore.location = /t/trust.pem\n",
+                "b.ssl.truststore.location",
+                "`/t/trust.pem` is a Java KeyStore (JKS) trust store; librdkafka has no trust stores and reads CA certificates from PEM; export them with `keytool -exportcert -rfc -alias <alias> -keystore /t/trust.pem -file /t/ca.pem` (`keytool -list -keystore /t/trust.pem` lists the aliases), then set ssl.ca.location = \"/t/ca.pem\"",
+            ),
+            (
+                "a.ssl.truststore.type = PKCS12\na.ssl.truststore.location = /t/trust.p12\n",
+                "a.ssl.truststore.location",
+                "`/t/trust.p12` is a PKCS#12 trust store; librdkafka has no trust stores and reads CA certificates from PEM: `openssl pkcs12 -in /t/trust.p12 -nokeys -out /t/ca.pem`, then set ssl.ca.location to that file",
+            ),
+            (
+                "a.ssl.keystore.location = /k/client.keystore.jks\na.ssl.keystore.password = hunter2\n",
+                "a.ssl.keystore.location",
+                "`/k/client.keystore.jks` is a Java KeyStore (JKS) (no type is set and the file name is not .p12, .pfx or .pem, so Kafka reads it as JKS, Java's default); librdkafka cannot read Java KeyStores (JKS); convert it to PKCS#12 with `keytool -importkeystore -srckeystore /k/client.keystore.jks -destkeystore /k/client.keystore.p12 -deststoretype PKCS12`, then set ssl.keystore.location = \"/k/client.keystore.p12\" and ssl.keystore.password",
+            ),
+            (
+                "a.ssl.keystore.type = PEM\na.ssl.keystore.location = /k/client.pem\n",
+                "a.ssl.keystore.location",
+                "`/k/client.pem` is a PEM key store; librdkafka reads the certificate and the private key from separate settings: set ssl.certificate.location to the certificate chain and ssl.key.location to the private key (with ssl.key.password if it is encrypted), or put the PEM text in ssl.keystore.certificate.chain and ssl.keystore.key",
+            ),
+            (
+                "a.ssl.keystore.type = BCFKS\na.ssl.keystore.location = /k/client.bcfks\n",
+                "a.ssl.keystore.location",
+                "`BCFKS` is a key store type librdkafka cannot read (it reads PEM and PKCS12)",
+            ),
+        ];
+        for (body, key, message) in cases {
+            let err = convert_text(&format!("{TWO}{body}")).unwrap_err();
+            assert_eq!(
+                (err.key.as_str(), err.message.as_str()),
+                (*key, *message),
+                "{body}"
+            );
+            assert!(!err.to_string().contains("hunter2"));
+        }
+    }
+
+    #[test]
+    fn compression_settings() {
+        let three = "clusters = a, b, c\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\nc.bootstrap.servers = h:3\na->b.enabled = true\na->c.enabled = true\n";
+        let p = load_text(&format!(
+            "{three}producer.compression.type = lz4\na->c.producer.compression.type = zstd\nb.producer.compression.type = gzip\n"
+        ))
+        .unwrap();
+        let got: Vec<Option<&str>> = p.flows.iter().map(|f| f.compression.as_deref()).collect();
+        assert_eq!(got, [Some("lz4"), Some("zstd")]);
+        assert_eq!(
+            p.clusters["b"].client_config(Producer)["compression.type"],
+            "gzip"
+        );
+        assert!(
+            p.warnings.iter().all(|w| !w.contains("compression")),
+            "{:?}",
+            p.warnings
+        );
+        let p = load_text(TWO).unwrap();
+        assert_eq!(p.flows[0].compression, None);
+        let err =
+            load_text(&format!("{TWO}a->b.producer.compression.type = brotli\n")).unwrap_err();
+        assert_eq!(err.key, "a->b.producer.compression.type");
+        assert_eq!(err.line, Some(5));
+        assert_eq!(
+            err.message,
+            "unknown value `brotli` (use \"none\", \"gzip\", \"snappy\", \"lz4\" or \"zstd\") (converted to `flow[0].compression`)"
+        );
+    }
+
+    #[test]
+    fn convert_keeps_references_and_load_resolves_them() {
+        let text = format!(
+            "{TWO}{PROVIDERS}a.security.protocol = SASL_SSL\na.sasl.mechanism = SCRAM-SHA-512\n\
+             a.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=\"mm2\" password=\"${{env:SCRAM_PASS}}\";\n\
+             a.ssl.keystore.location = /k/a.p12\na.ssl.keystore.password = ${{env:KS_PASS}}\n"
+        );
+        let c = convert_text(&text).unwrap();
+        assert!(
+            c.toml.contains("\"sasl.password\" = \"${env:SCRAM_PASS}\""),
+            "{}",
+            c.toml
+        );
+        assert!(c
+            .toml
+            .contains("\"ssl.keystore.password\" = \"${env:KS_PASS}\""));
+        assert!(!c.toml.contains("s3cr3t"));
+        let p = load_text(&text).unwrap();
+        let a = &p.clusters["a"];
+        let cfg = a.client_config(Admin);
+        assert_eq!(cfg["sasl.password"], "scram-s3cr3t");
+        assert_eq!(cfg["ssl.keystore.password"], "ks-s3cr3t");
+        let shown = a.display_settings(Admin);
+        assert_eq!(shown["sasl.password"], "${env:SCRAM_PASS}");
+        assert_eq!(shown["ssl.keystore.password"], "${env:KS_PASS}");
+        assert!(!format!("{p:?}").contains("s3cr3t"));
+        // An unset variable: the error names the MM2 key, the reference, never a secret.
+        let err = load_text(&text.replace("SCRAM_PASS", "UNSET_PASS")).unwrap_err();
+        assert_eq!(err.key, "a.sasl.jaas.config");
+        assert_eq!(err.line, Some(12));
+        assert_eq!(
+            err.message,
+            "reference `${env:UNSET_PASS}`: environment variable `UNSET_PASS` is not set (converted to `clusters.a.client.\"sasl.password\"`)"
+        );
+        assert!(!err.to_string().contains("s3cr3t"));
     }
 }

@@ -33,6 +33,14 @@ pub struct RawCluster {
     pub producer: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     #[serde(default)]
     pub admin: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    pub oauthbearer: Option<Spanned<RawOAuthBearer>>,
+}
+
+/// `[clusters.<alias>.oauthbearer]`: a static OAUTHBEARER token.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuthBearer {
+    pub token: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,6 +79,7 @@ pub struct RawFlow {
     pub internal_replication_factor: Option<Spanned<i64>>,
     pub provenance_header: Option<bool>,
     pub mm2_offsets_topic: Option<Spanned<String>>,
+    pub compression: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,6 +7,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicRe
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::Producer;
 use rdkafka::types::RDKafkaErrorCode;
 
 use refract_config::{ClientRole, Cluster};
@@ -22,7 +23,7 @@ pub fn client_config(
     client_id: &str,
     defaults: &[(&str, &str)],
     forced: &[(&str, &str)],
-) -> ClientConfig {
+) -> KafkaConfig {
     let mut config = ClientConfig::new();
     config.set("client.id", client_id);
     for (k, v) in defaults {
@@ -34,7 +35,171 @@ pub fn client_config(
     for (k, v) in forced {
         config.set(*k, *v);
     }
-    config
+    KafkaConfig {
+        config,
+        cluster: cluster.clone(),
+    }
+}
+
+/// A librdkafka client whose native handle refract can reach (to hand it a static OAUTHBEARER
+/// token).
+pub trait NativeHandle {
+    /// librdkafka's `rd_kafka_t`.
+    fn native(&self) -> *mut rdkafka_sys::rd_kafka_t;
+}
+
+impl<C: rdkafka::consumer::ConsumerContext> NativeHandle for BaseConsumer<C> {
+    fn native(&self) -> *mut rdkafka_sys::rd_kafka_t {
+        self.client().native_ptr()
+    }
+}
+
+impl<C: rdkafka::producer::ProducerContext<rdkafka::producer::NoCustomPartitioner>> NativeHandle
+    for rdkafka::producer::BaseProducer<C>
+{
+    fn native(&self) -> *mut rdkafka_sys::rd_kafka_t {
+        self.client().native_ptr()
+    }
+}
+
+impl<C: rdkafka::client::ClientContext> NativeHandle for AdminClient<C> {
+    fn native(&self) -> *mut rdkafka_sys::rd_kafka_t {
+        self.inner().native_ptr()
+    }
+}
+
+/// A librdkafka config for one cluster's client, with what librdkafka cannot take as a property:
+/// a static OAUTHBEARER token, handed to every client created from it before it connects.
+pub struct KafkaConfig {
+    config: ClientConfig,
+    cluster: Cluster,
+}
+
+impl KafkaConfig {
+    /// Sets a librdkafka property.
+    pub fn set(&mut self, key: &str, value: &str) -> &mut Self {
+        self.config.set(key, value);
+        self
+    }
+
+    /// The librdkafka properties.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Creates a client.
+    pub fn create<T>(&self) -> rdkafka::error::KafkaResult<T>
+    where
+        T: rdkafka::config::FromClientConfig + NativeHandle,
+    {
+        let client: T = self.config.create().map_err(redact)?;
+        authenticate(&client, &self.cluster)
+            .map_err(|e| rdkafka::error::KafkaError::ClientCreation(format!("{e:#}")))?;
+        Ok(client)
+    }
+
+    /// Creates a client with a context.
+    pub fn create_with_context<C, T>(&self, context: C) -> rdkafka::error::KafkaResult<T>
+    where
+        C: rdkafka::client::ClientContext,
+        T: rdkafka::config::FromClientConfigAndContext<C> + NativeHandle,
+    {
+        let client: T = self.config.create_with_context(context).map_err(redact)?;
+        authenticate(&client, &self.cluster)
+            .map_err(|e| rdkafka::error::KafkaError::ClientCreation(format!("{e:#}")))?;
+        Ok(client)
+    }
+}
+
+/// librdkafka's "bad property" error carries the value it refused: keep a secret's out of it.
+fn redact(e: rdkafka::error::KafkaError) -> rdkafka::error::KafkaError {
+    match e {
+        rdkafka::error::KafkaError::ClientConfig(code, desc, key, value) => {
+            let value = if refract_config::is_sensitive_key(&key) {
+                refract_config::REDACTED.to_string()
+            } else {
+                value
+            };
+            rdkafka::error::KafkaError::ClientConfig(code, desc, key, value)
+        }
+        other => other,
+    }
+}
+
+/// Hands `client` the cluster's static OAUTHBEARER token, if it has one. The token's lifetime
+/// and principal come from its JWT claims (`exp`, `sub`); an opaque token is taken as valid for
+/// a day, for principal `refract`. librdkafka cannot refresh a static token: a token that
+/// expires needs a reload with a new one, or OIDC (`sasl.oauthbearer.method = "oidc"`).
+pub fn authenticate<T: NativeHandle>(client: &T, cluster: &Cluster) -> Result<()> {
+    let Some(token) = cluster.static_oauth_token() else {
+        return Ok(());
+    };
+    let (lifetime_ms, principal) = token_claims(token);
+    let c = |s: &str, what: &str| {
+        std::ffi::CString::new(s).with_context(|| {
+            format!(
+                "cluster {}: the static OAUTHBEARER token's {what} holds a NUL byte",
+                cluster.alias
+            )
+        })
+    };
+    let (token_c, principal_c) = (c(token.trim(), "value")?, c(&principal, "principal")?);
+    let mut errstr = [0 as std::os::raw::c_char; 512];
+    // SAFETY: the handle is live for the call; librdkafka copies the strings it is given.
+    let code = unsafe {
+        rdkafka_sys::rd_kafka_oauthbearer_set_token(
+            client.native(),
+            token_c.as_ptr(),
+            lifetime_ms,
+            principal_c.as_ptr(),
+            std::ptr::null_mut(),
+            0,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        )
+    };
+    if code != rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        // SAFETY: librdkafka NUL-terminates errstr.
+        let why = unsafe { std::ffi::CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy();
+        anyhow::bail!(
+            "cluster {}: librdkafka refused the static OAUTHBEARER token (is `sasl.mechanism` \
+             OAUTHBEARER?): {why}",
+            cluster.alias
+        );
+    }
+    Ok(())
+}
+
+/// (expiry in epoch ms, principal) of a bearer token: its JWT `exp` and `sub` claims when it is
+/// a JWT, else a day from now and `refract`.
+fn token_claims(token: &str) -> (i64, String) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let fallback = (now_ms + 86_400_000, "refract".to_string());
+    let Some(payload) = token.trim().split('.').nth(1) else {
+        return fallback;
+    };
+    let mut b64 = payload.replace('-', "+").replace('_', "/");
+    while b64.len() % 4 != 0 {
+        b64.push('=');
+    }
+    let Ok(bytes) = openssl::base64::decode_block(&b64) else {
+        return fallback;
+    };
+    let Ok(claims) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return fallback;
+    };
+    let exp = claims
+        .get("exp")
+        .and_then(serde_json::Value::as_i64)
+        .map_or(fallback.0, |s| s * 1000);
+    let sub = claims
+        .get("sub")
+        .and_then(serde_json::Value::as_str)
+        .map_or(fallback.1, str::to_string);
+    (exp, sub)
 }
 
 /// Topic names and partition counts of a cluster, skipping topics the broker reports errors for.
@@ -147,5 +312,34 @@ pub fn await_partitions<C: rdkafka::client::ClientContext>(
             anyhow::bail!("{topic} shows {seen} of {partitions} partitions after {timeout:?}");
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_secret_is_not_in_the_error() {
+        let mut cluster_config = ClientConfig::new();
+        cluster_config.set("no.such.secret", "s3cr3t-value");
+        let err = cluster_config
+            .create::<BaseConsumer>()
+            .err()
+            .map(redact)
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!err.is_empty(), "librdkafka refuses the config");
+        assert!(!err.contains("s3cr3t-value"), "{err}");
+    }
+
+    #[test]
+    fn token_claims_come_from_the_jwt() {
+        // {"alg":"none"} . {"sub":"mirror","exp":2000000000}
+        let jwt = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJtaXJyb3IiLCJleHAiOjIwMDAwMDAwMDB9.";
+        assert_eq!(token_claims(jwt), (2_000_000_000_000, "mirror".to_string()));
+        let (exp, sub) = token_claims("opaque-token");
+        assert_eq!(sub, "refract");
+        assert!(exp > 1_700_000_000_000);
     }
 }
