@@ -216,3 +216,60 @@ fn oauthbearer_unsecured_source_and_static_token_target_mirror() {
         "the token leaked into the log:\n{log}"
     );
 }
+
+/// `refract run` against a cluster it cannot log in to, or whose certificate it does not trust:
+/// the flow fails with the cluster and the cause named (the same check as `check --connect`),
+/// never a password.
+#[test]
+fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
+    let pki = pki();
+    let a = secure_broker("a", &pki, &[]);
+    let stranger = Ca::new("some other CA");
+    let wrong_password = "not-the-password-4411";
+    let cases = [
+        (
+            format!(
+                "\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\
+                 \"sasl.username\" = \"mirror\"\n\"sasl.password\" = \"{wrong_password}\"\n\
+                 \"ssl.ca.location\" = \"{}\"\n",
+                p(&pki.ca.ca_pem())
+            ),
+            "SASL_SSL",
+            "authentication failed",
+        ),
+        (
+            format!(
+                "\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = \"{}\"\n",
+                p(&stranger.ca_pem())
+            ),
+            "SSL",
+            "TLS handshake failed",
+        ),
+    ];
+    for (client, listener, cause) in cases {
+        let pipeline = format!(
+            "[clusters.a]\nbootstrap = \"{}\"\n[clusters.a.client]\n{client}\n\
+             [clusters.b]\nbootstrap = \"{}\"\n\n\
+             [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{}\"]\n",
+            a.listener(listener),
+            a.bootstrap,
+            unique("never")
+        );
+        let mirror = Refract::start(&pipeline, &[]);
+        let named = format!("cluster a ({}, {listener}", a.listener(listener));
+        mirror.wait(
+            &format!("the flow to fail naming {named} and {cause:?}"),
+            || {
+                mirror
+                    .log()
+                    .lines()
+                    .any(|l| l.contains("flow failed") && l.contains(&named) && l.contains(cause))
+            },
+        );
+        assert!(
+            !mirror.log().contains(wrong_password),
+            "the password leaked:\n{}",
+            mirror.log()
+        );
+    }
+}

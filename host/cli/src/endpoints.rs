@@ -2,12 +2,40 @@
 
 use std::sync::Arc;
 
-use refract_mirror::Mirror;
+use refract_mirror::{DegradedPartition, Mirror};
 use refract_telemetry::http::Endpoints;
 use serde_json::{json, Value};
 
 /// The endpoints of one running mirror.
 pub struct MirrorEndpoints(pub Arc<Mirror>);
+
+/// One degraded partition as `/status` shows it.
+fn degraded_json(d: &DegradedPartition) -> Value {
+    json!({
+        "topic": d.topic,
+        "remote_topic": d.remote_topic,
+        "partition": d.partition,
+        "reason": d.reason,
+        "error": d.error,
+        "since_ms": d.since_ms,
+        "retries": d.retries,
+        "offset": d.offset,
+    })
+}
+
+/// The `/health` body: a line per flow with its state, then a line per degraded partition.
+pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
+    let mut out = String::new();
+    for (name, s) in flows {
+        out.push_str(&format!("{name}: {}\n", s.state));
+    }
+    for (name, s) in flows {
+        for d in &s.degraded {
+            out.push_str(&format!("flow {name} degraded: {}\n", d.summary()));
+        }
+    }
+    out
+}
 
 /// The mirror's state as JSON: what `/status` returns and `refract status` prints.
 pub fn status_json(mirror: &Mirror) -> Value {
@@ -32,6 +60,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "heartbeats": s.heartbeats,
                 "group_offsets_synced": s.group_offsets_synced,
                 "lag": s.lag,
+                "degraded": s.degraded.iter().map(degraded_json).collect::<Vec<_>>(),
                 "halted": s.halted,
                 "last_error": s.last_error,
             })
@@ -51,13 +80,7 @@ impl Endpoints for MirrorEndpoints {
     }
 
     fn health(&self) -> (bool, String) {
-        let lines: Vec<String> = self
-            .0
-            .status()
-            .into_iter()
-            .map(|(name, s)| format!("{name}: {}", s.state))
-            .collect();
-        (self.0.healthy(), lines.join("\n") + "\n")
+        (self.0.healthy(), health_text(&self.0.status()))
     }
 
     fn reload(&self) -> (bool, String) {
@@ -69,5 +92,66 @@ impl Endpoints for MirrorEndpoints {
 
     fn status(&self) -> String {
         status_json(&self.0).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use refract_mirror::FlowStatus;
+
+    #[test]
+    fn health_names_each_degraded_partition() {
+        let degraded = DegradedPartition {
+            topic: Some("big".into()),
+            remote_topic: Some("a.big".into()),
+            partition: Some(0),
+            reason: "record_too_large",
+            error: "Broker: Message size too large".into(),
+            since_ms: 1,
+            retries: 2,
+            offset: Some(42),
+        };
+        let reads = DegradedPartition {
+            topic: None,
+            remote_topic: None,
+            partition: None,
+            reason: "fetch",
+            error: "all brokers down".into(),
+            since_ms: 1,
+            retries: 0,
+            offset: None,
+        };
+        let flows = vec![
+            (
+                "a->b".to_string(),
+                FlowStatus {
+                    state: "degraded",
+                    degraded: vec![reads.clone(), degraded.clone()],
+                    ..FlowStatus::default()
+                },
+            ),
+            (
+                "b->a".to_string(),
+                FlowStatus {
+                    state: "running",
+                    ..FlowStatus::default()
+                },
+            ),
+        ];
+        assert_eq!(
+            health_text(&flows),
+            "a->b: degraded\nb->a: running\n\
+             flow a->b degraded: source reads fetch: all brokers down\n\
+             flow a->b degraded: big[0] record_too_large: Broker: Message size too large (offset 42)\n"
+        );
+        let json = degraded_json(&degraded);
+        assert_eq!(
+            json,
+            json!({"topic": "big", "remote_topic": "a.big", "partition": 0,
+                   "reason": "record_too_large", "error": "Broker: Message size too large",
+                   "since_ms": 1, "retries": 2, "offset": 42})
+        );
+        assert_eq!(degraded_json(&reads)["topic"], Value::Null);
     }
 }

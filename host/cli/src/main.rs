@@ -58,9 +58,15 @@ enum Command {
         until_caught_up: bool,
     },
     /// Validate a pipeline and load every plugin it names; exits non-zero on the first error.
+    /// With `--connect`, also connects to every cluster the flows use and reports, per cluster,
+    /// reachability, TLS, the principal and each permission the flows need; exits 1 when a flow
+    /// cannot run (missing features are warnings).
     Check {
         /// The pipeline file (TOML).
         pipeline: PathBuf,
+        /// Connect to the clusters and check what each flow needs there (no side effects).
+        #[arg(long)]
+        connect: bool,
     },
     /// Mirror sample traffic between in-process clusters and print where it went (no Kafka needed).
     Demo,
@@ -114,7 +120,10 @@ fn main() -> ExitCode {
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
         },
-        Command::Check { pipeline } => check(&pipeline),
+        Command::Check { pipeline, connect } => match check(&pipeline, connect) {
+            Ok(false) => return ExitCode::from(1),
+            other => other.map(drop),
+        },
         Command::Demo => demo::run(),
         Command::Plugin {
             command: PluginCommand::Test(test),
@@ -173,7 +182,8 @@ fn load(path: &Path, targets: &[String]) -> Result<(Pipeline, Vec<refract_mirror
     Ok((pipeline, prepared))
 }
 
-fn check(path: &Path) -> Result<()> {
+/// Validates the pipeline (and with `connect` checks its clusters); whether every flow can run.
+fn check(path: &Path, connect: bool) -> Result<bool> {
     let (pipeline, prepared) = load(path, &[])?;
     println!("{}: ok", pipeline.file.display());
     for p in &prepared {
@@ -186,7 +196,14 @@ fn check(path: &Path) -> Result<()> {
             p.flow.topics.exclude.patterns()
         );
     }
-    Ok(())
+    if !connect {
+        return Ok(true);
+    }
+    let report = refract_mirror::doctor::check_connect(&pipeline, &prepared)?;
+    for line in &report.lines {
+        println!("{line}");
+    }
+    Ok(report.all_flows_can_run)
 }
 
 /// Runs the pipeline; with `until_caught_up`, returns whether the final verification matched.

@@ -1,5 +1,6 @@
 //! `refract status`: one screen per flow from the running process (`/status` on the pipeline's
 //! `[metrics] listen` address), or, when no process answers, the lag read from the clusters.
+//! Exits 1 when the running process is not healthy (a flow not running, a degraded partition).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -60,7 +61,11 @@ impl Status {
                     let second = get(&addr, "/status").unwrap_or_else(|_| first.clone());
                     let a: Value = serde_json::from_str(&first).context("parsing /status")?;
                     let b: Value = serde_json::from_str(&second).context("parsing /status")?;
-                    print_live(&addr, &a, &b);
+                    if !print_live(&addr, &a, &b) {
+                        // Like `refract verify`: 1 means "answered, and the answer is bad".
+                        std::io::stdout().flush().context("writing the status")?;
+                        std::process::exit(1);
+                    }
                     return Ok(());
                 }
                 Err(e) => println!("no refract answers on {addr} ({e}); reading the clusters\n"),
@@ -122,14 +127,12 @@ impl Status {
     }
 }
 
-fn print_live(addr: &str, first: &Value, second: &Value) {
+/// Prints the running process's status; returns whether it is healthy.
+fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
+    let healthy = second["healthy"] == true;
     println!(
         "refract at {addr}: {}  (reloads ok {}, rejected {})",
-        if second["healthy"] == true {
-            "healthy"
-        } else {
-            "NOT healthy"
-        },
+        if healthy { "healthy" } else { "NOT healthy" },
         second["reloads"]["ok"],
         second["reloads"]["rejected"]
     );
@@ -170,11 +173,76 @@ fn print_live(addr: &str, first: &Value, second: &Value) {
                 println!("    {partition}  {n}");
             }
         }
+        for d in flow["degraded"].as_array().unwrap_or(&empty) {
+            println!("  DEGRADED {}", degraded_line(d));
+        }
         if let Some(e) = flow["halted"].as_str() {
             println!("  HALTED: {e}");
         }
         if let Some(e) = flow["last_error"].as_str() {
             println!("  last error: {e}");
         }
+    }
+    healthy
+}
+
+/// One `/status` degraded entry: `big[0] record_too_large at offset 42 since 12:00:01 UTC
+/// (3 failed retries): Broker: Message size too large`.
+fn degraded_line(d: &Value) -> String {
+    let what = match (d["topic"].as_str(), d["partition"].as_i64()) {
+        (Some(t), Some(p)) => format!("{t}[{p}]"),
+        _ => "source reads".to_string(),
+    };
+    let at = d["offset"]
+        .as_i64()
+        .map(|o| format!(" at offset {o}"))
+        .unwrap_or_default();
+    let since = d["since_ms"]
+        .as_i64()
+        .map(|ms| format!(" for {}", age(ms)))
+        .unwrap_or_default();
+    format!(
+        "{what} {}{at}{since} ({} failed retries): {}",
+        d["reason"].as_str().unwrap_or("?"),
+        d["retries"].as_u64().unwrap_or(0),
+        d["error"].as_str().unwrap_or("?")
+    )
+}
+
+/// How long ago `since_ms` (wall-clock ms) was, as `1h2m`, `3m4s` or `5s`.
+fn age(since_ms: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let s = ((now - since_ms) / 1000).max(0);
+    match s {
+        s if s >= 3600 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{}m{}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn degraded_entries_name_partition_reason_offset_and_retries() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let d = serde_json::json!({"topic": "big", "partition": 0, "reason": "record_too_large",
+            "error": "Broker: Message size too large", "since_ms": now - 125_000, "retries": 3,
+            "offset": 42});
+        assert_eq!(
+            degraded_line(&d),
+            "big[0] record_too_large at offset 42 for 2m5s (3 failed retries): Broker: Message size too large"
+        );
+        let reads = serde_json::json!({"topic": null, "partition": null, "reason": "fetch",
+            "error": "all brokers down", "since_ms": now, "retries": 0, "offset": null});
+        assert_eq!(
+            degraded_line(&reads),
+            "source reads fetch for 0s (0 failed retries): all brokers down"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Requests rdkafka 0.39 does not wrap (ListConsumerGroups, DescribeAcls, CreateAcls,
-//! IncrementalAlterConfigs) or wraps
+//! IncrementalAlterConfigs, DescribeTopics, DescribeCluster, DescribeConsumerGroups) or wraps
 //! only without a time limit (a synchronous offset commit), made through librdkafka directly:
 //! one place owns the queue/options/event lifecycle.
 
@@ -234,6 +234,227 @@ unsafe fn incremental_answer(event: *mut ffi::rd_kafka_event_t) -> Result<(), Al
         }
     }
     Ok(())
+}
+
+/// An error a broker or librdkafka reported for one resource: its code and text.
+pub(crate) type ResourceError = (ffi::rd_kafka_resp_err_t, String);
+
+/// What DescribeTopics (with authorized operations, KIP-430) says about one topic.
+#[derive(Debug, Clone)]
+pub(crate) struct TopicAccess {
+    /// The topic's name.
+    pub name: String,
+    /// `TOPIC_AUTHORIZATION_FAILED`, `UNKNOWN_TOPIC_OR_PART`, ...; `None` when described.
+    pub error: Option<ResourceError>,
+    /// The operations the principal may perform on it; `None` when the broker sent none.
+    pub operations: Option<Vec<ffi::rd_kafka_AclOperation_t>>,
+}
+
+/// What DescribeConsumerGroups (with authorized operations) says about one group.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupAccess {
+    /// `GROUP_AUTHORIZATION_FAILED`, ...; `None` when described.
+    pub error: Option<ResourceError>,
+    /// The operations the principal may perform on it; `None` when the broker sent none.
+    pub operations: Option<Vec<ffi::rd_kafka_AclOperation_t>>,
+}
+
+/// Copies an operations array librdkafka returned (null: not sent).
+///
+/// # Safety
+/// `ops` is null or points to `count` operations.
+unsafe fn operations(
+    ops: *const ffi::rd_kafka_AclOperation_t,
+    count: usize,
+) -> Option<Vec<ffi::rd_kafka_AclOperation_t>> {
+    if ops.is_null() {
+        return None;
+    }
+    Some((0..count).map(|i| *ops.add(i)).collect())
+}
+
+/// The code and text of a librdkafka error object (`None` when null).
+///
+/// # Safety
+/// `error` is null or a live error object.
+unsafe fn error_of(error: *const ffi::rd_kafka_error_t) -> Option<ResourceError> {
+    if error.is_null() {
+        return None;
+    }
+    let code = ffi::rd_kafka_error_code(error);
+    if code == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return None;
+    }
+    Some((code, text(ffi::rd_kafka_error_string(error))))
+}
+
+/// The event's own error as text, when it has one.
+///
+/// # Safety
+/// `event` is a live event.
+unsafe fn event_error(event: *mut ffi::rd_kafka_event_t) -> Result<(), String> {
+    let err = ffi::rd_kafka_event_error(event);
+    if err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+        return Ok(());
+    }
+    let message = text(ffi::rd_kafka_event_error_string(event));
+    Err(if message.is_empty() {
+        text(ffi::rd_kafka_err2str(err))
+    } else {
+        message
+    })
+}
+
+/// Asks librdkafka to request the principal's authorized operations (KIP-430).
+///
+/// # Safety
+/// `options` is live.
+unsafe fn include_authorized_operations(options: *mut ffi::rd_kafka_AdminOptions_t) {
+    let err = ffi::rd_kafka_AdminOptions_set_include_authorized_operations(options, 1);
+    if !err.is_null() {
+        ffi::rd_kafka_error_destroy(err);
+    }
+}
+
+/// Describes `topics` with the principal's authorized operations on each. No side effects.
+pub(crate) fn describe_topics<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topics: &[String],
+    timeout: Duration,
+) -> Result<Vec<TopicAccess>, String> {
+    if topics.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<CString> = topics
+        .iter()
+        .map(|t| CString::new(t.as_str()).map_err(|e| format!("{t}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+        timeout,
+        // SAFETY: the names outlive the call; librdkafka copies the collection, destroyed here.
+        |rk, options, queue| unsafe {
+            include_authorized_operations(options);
+            let collection =
+                ffi::rd_kafka_TopicCollection_of_topic_names(ptrs.as_mut_ptr(), ptrs.len());
+            ffi::rd_kafka_DescribeTopics(rk, collection, options, queue);
+            ffi::rd_kafka_TopicCollection_destroy(collection);
+        },
+        // SAFETY: `event` is the live result event of this request; everything is copied out.
+        |event| unsafe {
+            event_error(event)?;
+            let result = ffi::rd_kafka_event_DescribeTopics_result(event);
+            if result.is_null() {
+                return Err("not a DescribeTopics result".to_string());
+            }
+            let mut count = 0usize;
+            let list = ffi::rd_kafka_DescribeTopics_result_topics(result, &mut count);
+            let mut out = Vec::with_capacity(count);
+            for i in 0..count {
+                let desc = *list.add(i);
+                let mut ops = 0usize;
+                let list = ffi::rd_kafka_TopicDescription_authorized_operations(desc, &mut ops);
+                let error = error_of(ffi::rd_kafka_TopicDescription_error(desc));
+                out.push(TopicAccess {
+                    name: text(ffi::rd_kafka_TopicDescription_name(desc)),
+                    operations: operations(list, ops),
+                    error,
+                });
+            }
+            Ok(out)
+        },
+    )
+    .unwrap_or_else(|| Err(format!("DescribeTopics: no answer within {timeout:?}")))
+}
+
+/// The principal's authorized operations on the cluster resource (DescribeCluster, KIP-430):
+/// empty without DESCRIBE on the cluster, `None` when the broker sent none. No side effects.
+pub(crate) fn describe_cluster_operations<C: ClientContext>(
+    admin: &AdminClient<C>,
+    timeout: Duration,
+) -> Result<Option<Vec<ffi::rd_kafka_AclOperation_t>>, String> {
+    admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECLUSTER,
+        timeout,
+        // SAFETY: all handles are live for the call.
+        |rk, options, queue| unsafe {
+            include_authorized_operations(options);
+            ffi::rd_kafka_DescribeCluster(rk, options, queue);
+        },
+        // SAFETY: `event` is the live result event of this request; everything is copied out.
+        |event| unsafe {
+            event_error(event)?;
+            let result = ffi::rd_kafka_event_DescribeCluster_result(event);
+            if result.is_null() {
+                return Err("not a DescribeCluster result".to_string());
+            }
+            let mut count = 0usize;
+            let ops =
+                ffi::rd_kafka_DescribeCluster_result_authorized_operations(result, &mut count);
+            Ok(operations(ops, count))
+        },
+    )
+    .unwrap_or_else(|| Err(format!("DescribeCluster: no answer within {timeout:?}")))
+}
+
+/// Describes consumer `groups` with the principal's authorized operations on each. No side
+/// effects (a group that does not exist is described as dead, not created).
+pub(crate) fn describe_groups<C: ClientContext>(
+    admin: &AdminClient<C>,
+    groups: &[String],
+    timeout: Duration,
+) -> Result<Vec<(String, GroupAccess)>, String> {
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<CString> = groups
+        .iter()
+        .map(|g| CString::new(g.as_str()).map_err(|e| format!("{g}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS,
+        timeout,
+        // SAFETY: the names outlive the call (librdkafka copies them).
+        |rk, options, queue| unsafe {
+            include_authorized_operations(options);
+            ffi::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), ptrs.len(), options, queue);
+        },
+        // SAFETY: `event` is the live result event of this request; everything is copied out.
+        |event| unsafe {
+            event_error(event)?;
+            let result = ffi::rd_kafka_event_DescribeConsumerGroups_result(event);
+            if result.is_null() {
+                return Err("not a DescribeConsumerGroups result".to_string());
+            }
+            let mut count = 0usize;
+            let list = ffi::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut count);
+            let mut out = Vec::with_capacity(count);
+            for i in 0..count {
+                let desc = *list.add(i);
+                let mut ops = 0usize;
+                let ops_list =
+                    ffi::rd_kafka_ConsumerGroupDescription_authorized_operations(desc, &mut ops);
+                out.push((
+                    text(ffi::rd_kafka_ConsumerGroupDescription_group_id(desc)),
+                    GroupAccess {
+                        error: error_of(ffi::rd_kafka_ConsumerGroupDescription_error(desc)),
+                        operations: operations(ops_list, ops),
+                    },
+                ));
+            }
+            Ok(out)
+        },
+    )
+    .unwrap_or_else(|| {
+        Err(format!(
+            "DescribeConsumerGroups: no answer within {timeout:?}"
+        ))
+    })
 }
 
 /// Copies a C string (empty when null).

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::{ClientContext, DefaultClientContext};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, DefaultConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, DeliveryResult, Header, Headers, OwnedHeaders};
+use rdkafka::message::{DeliveryResult, Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -24,6 +24,8 @@ use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy
 use crate::acls;
 use crate::admin_ffi::commit_within;
 use crate::chain::{Chain, HeaderPair, Item};
+use crate::degraded::{Change, Degraded, FlowHealth, Origin, PartitionHealth, Phase, Reason};
+use crate::source_queue::{Polled, SourceError, SourceMessage, SourceQueue};
 
 use crate::clients::{
     await_partitions, client_config, create_topic, ensure_topic, grow_topic, list_topics,
@@ -79,8 +81,12 @@ pub struct FlowStatus {
     pub group_offsets_synced: u64,
     /// Times new plugins were swapped in while running.
     pub plugin_swaps: u64,
-    /// running, restarting, halted or stopped.
+    /// running, degraded (running, with partitions that cannot make progress), restarting,
+    /// halted or stopped.
     pub state: &'static str,
+    /// The partitions that cannot make progress (and a failure of the flow's own reads that
+    /// names no partition), in source topic and partition order.
+    pub degraded: Vec<DegradedPartition>,
     /// Per mirrored partition (`topic[partition]`): source records not yet acknowledged by the
     /// target, as of the last commit.
     pub lag: BTreeMap<String, i64>,
@@ -92,6 +98,58 @@ pub struct FlowStatus {
 
 /// A flow's status, updated while it runs.
 pub type SharedStatus = Arc<Mutex<FlowStatus>>;
+
+/// A source partition that cannot make progress: it is not read while the flow's other
+/// partitions keep flowing, and is retried with backoff (what `/status` and `/health` show).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DegradedPartition {
+    /// The source topic; `None` for a failure of the flow's own reads that names no partition.
+    pub topic: Option<String>,
+    /// The topic's name on the target.
+    pub remote_topic: Option<String>,
+    /// The partition (the same number on the source and the target).
+    pub partition: Option<i32>,
+    /// The failure's category: `record_too_large`, `authorization`, `unknown_topic`,
+    /// `decompression`, `corrupt`, `produce` or `fetch`.
+    pub reason: &'static str,
+    /// The latest failure's message.
+    pub error: String,
+    /// Wall-clock ms since the epoch when it became degraded.
+    pub since_ms: i64,
+    /// Retries that failed since then.
+    pub retries: u32,
+    /// The source offset it is stuck at, when known.
+    pub offset: Option<i64>,
+}
+
+impl DegradedPartition {
+    fn new(slot: Option<&Slot>, d: &Degraded) -> Self {
+        Self {
+            topic: slot.map(|s| s.topic.clone()),
+            remote_topic: slot.map(|s| s.remote.clone()),
+            partition: slot.map(|s| s.partition),
+            reason: d.reason.as_str(),
+            error: d.error.clone(),
+            since_ms: d.since_ms,
+            retries: d.retries,
+            offset: d.offset,
+        }
+    }
+
+    /// One line naming it, its reason and error: `orders[3] record_too_large: Broker: Message
+    /// size too large (offset 42)`.
+    pub fn summary(&self) -> String {
+        let what = match (&self.topic, self.partition) {
+            (Some(t), Some(p)) => format!("{t}[{p}]"),
+            _ => "source reads".to_string(),
+        };
+        let at = self
+            .offset
+            .map(|o| format!(" (offset {o})"))
+            .unwrap_or_default();
+        format!("{what} {}: {}{at}", self.reason, self.error)
+    }
+}
 
 /// Wall-clock milliseconds since the epoch.
 fn now_ms() -> i64 {
@@ -205,7 +263,13 @@ impl ProducerContext for DeliveryContext {
                     }
                 }
             }
-            Err((e, _)) => p.failed(offset, e.to_string()),
+            Err((e, _)) => {
+                let (reason, error) = match e.rdkafka_error_code() {
+                    Some(code) => (Reason::of_delivery(code), describe(code)),
+                    None => (Reason::Produce, e.to_string()),
+                };
+                p.failed(offset, reason, error);
+            }
         }
     }
 }
@@ -244,6 +308,10 @@ struct Slot {
     /// Value bytes and record ages read since the last hand-over to `metrics`.
     read_bytes: u64,
     age: StatBatch,
+    /// Whether it is degraded, and where it is in its retry cycle.
+    health: PartitionHealth,
+    /// Whether a record of it was read since the last [`FlowRunner::tend`].
+    read: bool,
 }
 
 impl Slot {
@@ -309,6 +377,8 @@ struct Internals {
 struct Slots {
     slots: Vec<Slot>,
     by_topic: HashMap<String, Vec<Option<usize>>>,
+    /// Failures of the source reads that name no partition.
+    source: FlowHealth,
 }
 
 impl Slots {
@@ -401,6 +471,10 @@ impl FlowRunner {
         let name = self.flow.name();
         let progress = Arc::new(Mutex::new(Vec::new()));
         let clients = self.connect(&name, progress.clone())?;
+        let queue = SourceQueue::new(&clients.consumer)
+            .with_context(|| format!("flow {name}: the source consumer has no queue"))?;
+        // A fresh start reads every partition again: earlier degraded marks no longer hold.
+        self.forget_degraded();
         self.set_state(FlowState::Running);
         if let Some(set) = lock(&self.pending_swap).take() {
             *lock(&self.plugins) = set;
@@ -449,6 +523,12 @@ impl FlowRunner {
                     &last_plan,
                 ) {
                     Ok(plan) => {
+                        // The source answered: a failure of its reads is over.
+                        if let Some(d) = slots.source.answered() {
+                            info!(flow = %name, "source reads recovered ({} cleared after {} more failures); mirroring again", d.reason.as_str(), d.retries);
+                            self.set_partition_gauge("", None, false);
+                            self.publish_degraded(&slots);
+                        }
                         if Instant::now() >= internals.next_config_sync {
                             self.sync_configs(&clients, &plan, &mut internals);
                         }
@@ -463,27 +543,16 @@ impl FlowRunner {
                 }
                 next_discovery = Instant::now() + self.flow.refresh_topics_interval;
             }
-            self.forward_batch(&clients, &mut slots, &progress, &mut chain)?;
+            self.forward_batch(&clients, &queue, &mut slots, &progress, &mut chain)?;
             poll_producer(&clients, Duration::ZERO);
             if Instant::now() >= next_stats {
                 publish_stats(&progress);
                 next_stats = Instant::now() + STATS_INTERVAL;
             }
             self.emit_internals(&clients, &slots, &progress, &mut internals, false);
-            if let Some((slot, failure)) = lock(&progress)
-                .iter()
-                .enumerate()
-                .find_map(|(i, p)| p.failure().map(|f| (i, f.to_string())))
-            {
-                let s = &slots.slots[slot];
-                bail!(
-                    "delivery to {}[{}] failed at source {}[{}] {failure}",
-                    s.remote,
-                    s.partition,
-                    s.topic,
-                    s.partition
-                );
-            }
+            // A partition whose delivery failed is paused and retried on its own; the flow
+            // and its other partitions go on.
+            self.tend(&clients, &mut slots, &progress);
             if Instant::now() >= next_commit {
                 self.update_lag(&clients, &slots, &progress);
                 self.emit_internals(&clients, &slots, &progress, &mut internals, true);
@@ -508,6 +577,27 @@ impl FlowRunner {
     }
 
     fn connect(&self, name: &str, progress: Progress) -> Result<Clients> {
+        // A cluster refract cannot authenticate to (TLS, SASL, wrong protocol) fails the flow
+        // with the cause named, instead of clients that retry silently; one that does not answer
+        // yet is only reported, and librdkafka keeps trying it.
+        for cluster in [&self.source, &self.target] {
+            if let Err(e) = crate::doctor::preflight(cluster) {
+                match e.downcast_ref::<crate::doctor::ConnectError>() {
+                    Some(c)
+                        if matches!(
+                            c.cause,
+                            crate::doctor::Cause::Tls(_)
+                                | crate::doctor::Cause::Authentication(_)
+                                | crate::doctor::Cause::WrongProtocol(_)
+                                | crate::doctor::Cause::Config(_)
+                        ) =>
+                    {
+                        return Err(e.context(format!("flow {name}")));
+                    }
+                    _ => warn!(flow = %name, "{e:#}; connecting anyway, librdkafka keeps trying"),
+                }
+            }
+        }
         let id = format!("refract-{}-{}", self.flow.source, self.flow.target);
         let group = progress_group(&self.flow);
         let consumer: BaseConsumer = client_config(
@@ -564,12 +654,17 @@ impl FlowRunner {
                         self.target.alias
                     )
                 })?;
+        // The flow's `compression` wins over the target cluster's producer table.
+        let mut forced = vec![("enable.idempotence", "true"), ("acks", "all")];
+        if let Some(codec) = &self.flow.compression {
+            forced.push(("compression.type", codec.as_str()));
+        }
         let producer: BaseProducer<DeliveryContext> = client_config(
             &self.target,
             ClientRole::Producer,
             &id,
             &[("linger.ms", "5")],
-            &[("enable.idempotence", "true"), ("acks", "all")],
+            &forced,
         )
         .create_with_context(DeliveryContext {
             progress,
@@ -753,6 +848,8 @@ impl FlowRunner {
                         metrics,
                         read_bytes: 0,
                         age: StatBatch::new(),
+                        health: PartitionHealth::default(),
+                        read: false,
                     });
                 }
             }
@@ -850,19 +947,12 @@ impl FlowRunner {
         Ok(())
     }
 
+    /// Assigns every partition that is read (not a degraded one waiting for its retry) at its
+    /// position.
     fn assign(&self, clients: &Clients, slots: &Slots) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
-        for s in &slots.slots {
-            // With no committed position, start where auto.offset.reset says, explicitly:
-            // leaving it to librdkafka costs another committed-offset lookup per partition.
-            let fresh = if self.starts_from_earliest() {
-                Offset::Beginning
-            } else {
-                Offset::End
-            };
-            let offset = s.position.map_or(fresh, Offset::Offset);
-            tpl.add_partition_offset(&s.topic, s.partition, offset)
-                .with_context(|| format!("assigning {}[{}]", s.topic, s.partition))?;
+        for s in slots.slots.iter().filter(|s| s.health.flowing()) {
+            self.add_at_position(&mut tpl, s)?;
         }
         clients
             .consumer
@@ -871,11 +961,26 @@ impl FlowRunner {
         Ok(())
     }
 
+    /// Adds a partition to `tpl` at the position it is read from next.
+    fn add_at_position(&self, tpl: &mut TopicPartitionList, s: &Slot) -> Result<()> {
+        // With no committed position, start where auto.offset.reset says, explicitly:
+        // leaving it to librdkafka costs another committed-offset lookup per partition.
+        let fresh = if self.starts_from_earliest() {
+            Offset::Beginning
+        } else {
+            Offset::End
+        };
+        let offset = s.position.map_or(fresh, Offset::Offset);
+        tpl.add_partition_offset(&s.topic, s.partition, offset)
+            .with_context(|| format!("assigning {}[{}]", s.topic, s.partition))
+    }
+
     /// Polls up to one batch from the source and hands it to the producer, through the
     /// processor chain when there is one.
-    fn forward_batch(
+    fn forward_batch<'c>(
         &self,
-        clients: &Clients,
+        clients: &'c Clients,
+        queue: &SourceQueue<'c, DefaultConsumerContext>,
         slots: &mut Slots,
         progress: &Progress,
         chain: &mut Chain,
@@ -888,13 +993,15 @@ impl FlowRunner {
         // Slots whose read metrics gathered something in this batch.
         let mut touched: Vec<usize> = Vec::new();
         for _ in 0..MAX_POLL_BATCH {
-            let msg = match clients.consumer.poll(timeout) {
+            let msg = match queue.poll(timeout) {
                 None => break,
-                Some(Err(e)) => {
-                    warn!(flow = %self.flow.name(), "reading from {}: {e}", self.source.alias);
-                    break;
+                Some(Polled::Other) => continue,
+                Some(Polled::Error(e)) => {
+                    timeout = Duration::ZERO;
+                    self.read_failed(clients, slots, e)?;
+                    continue;
                 }
-                Some(Ok(msg)) => msg,
+                Some(Polled::Message(msg)) => msg,
             };
             timeout = Duration::ZERO;
             let Some(i) = slots.find(msg.topic(), msg.partition()) else {
@@ -902,10 +1009,14 @@ impl FlowRunner {
             };
             let offset = msg.offset();
             let slot = &mut slots.slots[i];
+            if !slot.health.flowing() {
+                continue; // fetched before it was paused: read again on its retry
+            }
             if slot.position.is_some_and(|p| offset < p) {
                 continue; // already forwarded in this run
             }
             slot.position = Some(offset + 1);
+            slot.read = true;
             polled += 1;
             if slot.metrics.is_some() {
                 if slot.read_bytes == 0 && slot.age.is_empty() {
@@ -922,8 +1033,7 @@ impl FlowRunner {
                 poll_producer(clients, Duration::ZERO);
                 now = now_ms();
             }
-            // Once per record: for a record without headers librdkafka re-parses (allocating a
-            // buffer) on every call, finding nothing each time.
+            // Parsed once per record (the message keeps them for the chain too).
             let headers = msg.headers();
             let stamp = if self.flow.provenance_header {
                 match provenance(headers, &self.source.alias, &self.target.alias) {
@@ -939,7 +1049,15 @@ impl FlowRunner {
                 None
             };
             if chain.is_empty() {
-                lock(progress)[i].sent(offset, 1);
+                {
+                    let mut p = lock(progress);
+                    if p[i].failure().is_some() {
+                        // Its partition is about to be paused and read again from the failed
+                        // record: sending more now would only make duplicates.
+                        continue;
+                    }
+                    p[i].sent(offset, 1);
+                }
                 let headers = match &stamp {
                     None => headers.map(|h| {
                         h.iter()
@@ -978,17 +1096,22 @@ impl FlowRunner {
                 send(clients, Box::new((i, offset, true)), output)?;
             } else {
                 // Kept as fetched: the chain reads (and usually forwards) these very bytes.
-                let has_headers = headers.is_some();
                 pending.push(Fetched {
                     slot: i,
                     msg,
                     stamp,
-                    has_headers,
                 });
             }
         }
         for i in touched {
             slots.slots[i].publish();
+        }
+        if polled > 0 {
+            if let Some(d) = slots.source.answered() {
+                info!(flow = %self.flow.name(), "source reads recovered ({} cleared after {} more failures); mirroring again", d.reason.as_str(), d.retries);
+                self.set_partition_gauge("", None, false);
+                self.publish_degraded(slots);
+            }
         }
         if polled > 0 || looped > 0 {
             let mut status = lock(&self.status);
@@ -1026,6 +1149,9 @@ impl FlowRunner {
             let offsets: Vec<i64> = run.iter().map(|&k| pending[k].msg.offset()).collect();
             let stamps: Vec<Option<&str>> =
                 run.iter().map(|&k| pending[k].stamp.as_deref()).collect();
+            if lock(progress)[i].failure().is_some() {
+                continue; // read again from the failed record once its partition is retried
+            }
             let items: Vec<Item<'_>> = run.iter().map(|&k| pending[k].item(remote)).collect();
             let out = chain
                 .run(topic, partition, items)
@@ -1179,7 +1305,263 @@ impl FlowRunner {
     }
 }
 
+/// What one round of [`FlowRunner::tend`] found for one partition.
+enum Tended {
+    /// A failure counted (log once per transition, count it).
+    Failed(Change),
+    /// Its records are settled; it waits this long for its retry.
+    Waiting(Duration),
+    /// Its retry is due.
+    Retry,
+    /// It made progress again; the cleared mark.
+    Recovered(Degraded),
+}
+
 impl FlowRunner {
+    /// Looks after the partitions' health: a delivery failure pauses its partition, a paused
+    /// partition whose records are all settled is rewound to its first unacknowledged record
+    /// and waits for its retry, a due retry reads it again, and a retried partition that made
+    /// progress is healthy again.
+    fn tend(&self, clients: &Clients, slots: &mut Slots, progress: &Progress) {
+        let now = Instant::now();
+        let wall = now_ms();
+        let mut found: Vec<(usize, Tended)> = Vec::new();
+        {
+            let mut progress = lock(progress);
+            for (i, slot) in slots.slots.iter_mut().enumerate() {
+                let p = &mut progress[i];
+                if let Some(f) = p.take_failure() {
+                    let counted = slot.health.failed(
+                        Origin::Delivery,
+                        f.reason,
+                        f.error,
+                        Some(f.offset),
+                        wall,
+                    );
+                    if let Some(change) = counted {
+                        found.push((i, Tended::Failed(change)));
+                    }
+                }
+                match slot.health.phase() {
+                    Phase::Draining if p.settled() => {
+                        if let Some(first) = p.rewind() {
+                            slot.position = Some(first);
+                        }
+                        found.push((i, Tended::Waiting(slot.health.drained(now))));
+                    }
+                    Phase::Waiting(_) if slot.health.retry_due(now) => {
+                        found.push((i, Tended::Retry));
+                    }
+                    Phase::Flowing if slot.health.degraded().is_some() => {
+                        if let Some(d) = slot.health.progressed(p.committable(), slot.read, now) {
+                            found.push((i, Tended::Recovered(d)));
+                        }
+                    }
+                    _ => {}
+                }
+                slot.read = false;
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
+        let name = self.flow.name();
+        let mut changed = false;
+        for (i, what) in found {
+            let slot = &mut slots.slots[i];
+            match what {
+                Tended::Failed(change) => {
+                    self.pause(clients, slot);
+                    self.report_failure(slot, change);
+                    changed = true;
+                }
+                Tended::Waiting(wait) => {
+                    debug!(flow = %name, "{}[{}] paused; retrying from offset {} in {wait:?}", slot.topic, slot.partition, slot.position.map_or("(start)".into(), |o| o.to_string()));
+                }
+                Tended::Retry => {
+                    slot.health.retrying(now);
+                    let mut tpl = TopicPartitionList::new();
+                    let assigned = self.add_at_position(&mut tpl, slot).and_then(|()| {
+                        clients
+                            .consumer
+                            .incremental_assign(&tpl)
+                            .map_err(anyhow::Error::from)
+                    });
+                    match assigned {
+                        Ok(()) => {
+                            debug!(flow = %name, "retrying {}[{}] from offset {}", slot.topic, slot.partition, slot.position.map_or("(start)".into(), |o| o.to_string()))
+                        }
+                        Err(e) => {
+                            // Counts as a failed retry: it waits for the next one.
+                            let counted = slot.health.failed(
+                                Origin::Read,
+                                Reason::Fetch,
+                                format!("resuming reads: {e:#}"),
+                                slot.position,
+                                now_ms(),
+                            );
+                            slot.health.drained(now);
+                            if let Some(change) = counted {
+                                self.report_failure(slot, change);
+                            }
+                        }
+                    }
+                    changed = true;
+                }
+                Tended::Recovered(d) => {
+                    info!(flow = %name, "{}[{}] recovered: {} cleared after {} failed retries; mirroring it again", slot.topic, slot.partition, d.reason.as_str(), d.retries);
+                    self.set_partition_gauge(&slot.topic, Some(slot.partition), false);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.publish_degraded(slots);
+        }
+    }
+
+    /// A consumer error: the partition it names stops being read and is retried; one that
+    /// names no partition marks the flow's source reads degraded until the source answers.
+    fn read_failed(&self, clients: &Clients, slots: &mut Slots, e: SourceError) -> Result<()> {
+        let name = self.flow.name();
+        if e.fatal {
+            bail!(
+                "flow {name}: the consumer of source cluster {} failed for good: {}",
+                self.source.alias,
+                e.message
+            );
+        }
+        let reason = Reason::of_read(e.code);
+        match &e.partition {
+            Some((topic, partition)) => {
+                let Some(i) = slots.find(topic, *partition) else {
+                    debug!(flow = %name, "reading {topic}[{partition}] (not mirrored): {}", e.message);
+                    return Ok(());
+                };
+                let slot = &mut slots.slots[i];
+                let offset = e.offset.or(slot.position);
+                if let Some(change) =
+                    slot.health
+                        .failed(Origin::Read, reason, e.message, offset, now_ms())
+                {
+                    self.pause(clients, slot);
+                    self.report_failure(slot, change);
+                    self.publish_degraded(slots);
+                }
+            }
+            None => match e.code {
+                // One broker connection dropped: librdkafka reconnects on its own, and logs it.
+                RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::PartitionEOF => {
+                    debug!(flow = %name, "reading from {}: {}", self.source.alias, e.message);
+                }
+                _ => {
+                    let change = slots.source.failed(reason, e.message, now_ms());
+                    if let Some(d) = slots.source.degraded() {
+                        self.log_failure(None, d, change);
+                    }
+                    self.publish_degraded(slots);
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Stops reading a partition (it is assigned again on its retry).
+    fn pause(&self, clients: &Clients, slot: &Slot) {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&slot.topic, slot.partition);
+        if let Err(e) = clients.consumer.incremental_unassign(&tpl) {
+            debug!(flow = %self.flow.name(), "pausing {}[{}]: {e}", slot.topic, slot.partition);
+        }
+    }
+
+    /// [`FlowRunner::log_failure`] for a partition.
+    fn report_failure(&self, slot: &Slot, change: Change) {
+        if let Some(d) = slot.health.degraded() {
+            self.log_failure(Some(slot), d, change);
+        }
+    }
+
+    /// Logs a counted failure once per transition (a failed retry at debug) and counts it in
+    /// `refract_partition_errors_total`. `slot` is `None` for the flow's own source reads.
+    fn log_failure(&self, slot: Option<&Slot>, d: &Degraded, change: Change) {
+        let name = self.flow.name();
+        let what = slot.map_or_else(
+            || format!("source reads from {}", self.source.alias),
+            |s| format!("{}[{}]", s.topic, s.partition),
+        );
+        let at = d
+            .offset
+            .map(|o| format!(" at source offset {o}"))
+            .unwrap_or_default();
+        let reason = d.reason.as_str();
+        match change {
+            Change::Degraded => {
+                warn!(flow = %name, "{what} degraded ({reason}){at}: {}; its other partitions keep flowing, it is retried with backoff", d.error)
+            }
+            Change::ReasonChanged(old) => {
+                warn!(flow = %name, "{what} still degraded, now {reason} (was {}){at}: {}", old.as_str(), d.error)
+            }
+            Change::StillFailing => {
+                debug!(flow = %name, "{what}: retry {} failed ({reason}){at}: {}", d.retries, d.error)
+            }
+        }
+        let (topic, partition) = slot.map_or(("", None), |s| (s.topic.as_str(), Some(s.partition)));
+        if let Ok(c) = self
+            .metrics
+            .partition_errors(&name, topic, partition, reason)
+        {
+            c.inc();
+        }
+        self.set_partition_gauge(topic, partition, true);
+    }
+
+    /// Sets `refract_partition_degraded` of a partition (the flow's reads: empty topic, none).
+    fn set_partition_gauge(&self, topic: &str, partition: Option<i32>, degraded: bool) {
+        if let Ok(g) = self
+            .metrics
+            .partition_degraded(&self.flow.name(), topic, partition)
+        {
+            g.set(if degraded { 1.0 } else { 0.0 });
+        }
+    }
+
+    /// Publishes the degraded partitions in the status and the flow's state.
+    fn publish_degraded(&self, slots: &Slots) {
+        let mut list: Vec<DegradedPartition> = slots
+            .source
+            .degraded()
+            .map(|d| DegradedPartition::new(None, d))
+            .into_iter()
+            .collect();
+        let mut partitions: Vec<DegradedPartition> = slots
+            .slots
+            .iter()
+            .filter_map(|s| {
+                s.health
+                    .degraded()
+                    .map(|d| DegradedPartition::new(Some(s), d))
+            })
+            .collect();
+        partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        list.extend(partitions);
+        let state = if list.is_empty() {
+            FlowState::Running
+        } else {
+            FlowState::Degraded
+        };
+        lock(&self.status).degraded = list;
+        self.set_state(state);
+    }
+
+    /// Clears the degraded partitions of an earlier run from the status and the gauges.
+    fn forget_degraded(&self) {
+        let old = std::mem::take(&mut lock(&self.status).degraded);
+        for d in old {
+            self.set_partition_gauge(d.topic.as_deref().unwrap_or(""), d.partition, false);
+        }
+    }
+
     /// Names and creates the MM2 internal topics this flow writes: the offset-syncs topic (on the
     /// source or the target) and `heartbeats` on the target (and on the source for the reverse
     /// pair). A broker that refuses to create them only costs a warning.
@@ -1524,11 +1906,9 @@ impl<'a> Output<'a> {
 struct Fetched<'m> {
     /// Index of its partition's slot.
     slot: usize,
-    msg: BorrowedMessage<'m>,
+    msg: SourceMessage<'m>,
     /// Its provenance stamp, when the flow stamps records.
     stamp: Option<Cow<'m, str>>,
-    /// Whether librdkafka found headers on it (asking again costs a parse when there are none).
-    has_headers: bool,
 }
 
 impl Fetched<'_> {
@@ -1537,11 +1917,7 @@ impl Fetched<'_> {
     fn item<'s>(&'s self, remote: &'s str) -> Item<'s> {
         let msg = &self.msg;
         let restamp = self.stamp.is_some();
-        let headers = if self.has_headers {
-            msg.headers()
-        } else {
-            None
-        };
+        let headers = msg.headers();
         Item {
             offset: msg.offset(),
             topic: Cow::Borrowed(remote),
@@ -1611,6 +1987,15 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
                 record = back;
                 poll_producer(clients, Duration::from_millis(1));
             }
+            // Refused before it left (larger than the producer's message.max.bytes, an unknown
+            // partition): a failed delivery of its partition, which is paused and retried.
+            Err((KafkaError::MessageProduction(code), _)) if slot != NO_SLOT => {
+                let mut progress = lock(&clients.producer.context().progress);
+                if let Some(p) = progress.get_mut(slot) {
+                    p.failed(offset, Reason::of_delivery(code), describe(code));
+                }
+                return Ok(());
+            }
             Err((e, _)) => bail!(
                 "producing source offset {offset} (slot {slot}) to {}: {e}",
                 output.topic
@@ -1619,11 +2004,20 @@ fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
     }
 }
 
+/// librdkafka's description of an error code (`Broker: Message size too large`).
+fn describe(code: RDKafkaErrorCode) -> String {
+    // The code's Display is `Name (description)`.
+    let text = code.to_string();
+    text.strip_prefix(&format!("{code:?} ("))
+        .and_then(|t| t.strip_suffix(')'))
+        .map_or_else(|| text.clone(), str::to_string)
+}
+
 /// The provenance header value for a record mirrored from `source` to `target`: the clusters it
 /// already passed through plus `source`. `None` when it passed through `target` already (sending
 /// it there again would be a loop).
-pub fn provenance<'s>(
-    headers: Option<&rdkafka::message::BorrowedHeaders>,
+pub fn provenance<'s, H: Headers>(
+    headers: Option<&H>,
     source: &'s str,
     target: &str,
 ) -> Option<Cow<'s, str>> {

@@ -5,12 +5,15 @@ mod acls;
 mod admin_ffi;
 mod chain;
 mod checkpoint;
-mod clients;
+pub mod clients;
+pub mod degraded;
+pub mod doctor;
 mod flow;
 pub mod groups;
 pub mod mm2;
 mod planner;
 mod progress;
+mod source_queue;
 mod takeover;
 mod topic_configs;
 pub mod verify;
@@ -31,10 +34,11 @@ use refract_telemetry::{FlowState, Metrics, ReloadResult};
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
 pub use checkpoint::CheckpointRunner;
 pub use flow::{
-    progress_group, provenance, FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
+    progress_group, provenance, DegradedPartition, FlowRunner, FlowStatus, PluginSet, SharedStatus,
+    PROVENANCE_HEADER,
 };
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
-pub use progress::PartitionProgress;
+pub use progress::{DeliveryFailure, PartitionProgress};
 
 /// Longest pause between restarts of a failing flow.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -229,13 +233,15 @@ impl Mirror {
         &self.metrics
     }
 
-    /// Whether every flow is running (not restarting, halted or stopped).
+    /// Whether every flow is running (not degraded, restarting, halted or stopped) with no
+    /// degraded partition.
     pub fn healthy(&self) -> bool {
         let flows = flow::lock(&self.flows);
         !flows.is_empty()
-            && flows
-                .iter()
-                .all(|f| flow::lock(&f.status).state == FlowState::Running.as_str())
+            && flows.iter().all(|f| {
+                let status = flow::lock(&f.status);
+                status.state == FlowState::Running.as_str() && status.degraded.is_empty()
+            })
     }
 
     /// Reload counts.

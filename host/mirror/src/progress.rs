@@ -3,6 +3,19 @@
 
 use std::collections::VecDeque;
 
+use crate::degraded::Reason;
+
+/// A delivery that failed for good (after the producer's own retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFailure {
+    /// The source offset of the record whose output failed.
+    pub offset: i64,
+    /// Its category.
+    pub reason: Reason,
+    /// The producer's error.
+    pub error: String,
+}
+
 /// One source partition's records sent to the target and not yet covered by the watermark.
 #[derive(Debug, Default)]
 pub struct PartitionProgress {
@@ -14,8 +27,11 @@ pub struct PartitionProgress {
     acked_next: Option<i64>,
     /// Target offset after the last contiguously acknowledged record.
     downstream_next: Option<i64>,
-    /// A delivery that failed for good; the flow must stop before committing past it.
-    failure: Option<String>,
+    /// The first delivery that failed for good since the last [`PartitionProgress::take_failure`];
+    /// the watermark stops before it, so nothing past it is committed.
+    failure: Option<DeliveryFailure>,
+    /// Outputs handed to the producer whose delivery report has not arrived yet.
+    outstanding: u64,
     /// Whether completed (source, target) offset pairs are kept for offset syncs.
     track_pairs: bool,
     /// (source offset, target offset) of records completed in order since the last take.
@@ -53,12 +69,14 @@ impl PartitionProgress {
             remaining: outputs,
             downstream: None,
         });
+        self.outstanding += u64::from(outputs);
         self.advance();
     }
 
     /// Records the target's acknowledgement of one output of source record `offset`;
     /// `downstream` is its target offset when it went to the record's own remote partition.
     pub fn acked(&mut self, offset: i64, downstream: Option<i64>) {
+        self.outstanding = self.outstanding.saturating_sub(1);
         if let Ok(i) = self.inflight.binary_search_by_key(&offset, |p| p.offset) {
             let p = &mut self.inflight[i];
             p.remaining = p.remaining.saturating_sub(1);
@@ -85,11 +103,37 @@ impl PartitionProgress {
         }
     }
 
-    /// Records that `offset` could not be delivered.
-    pub fn failed(&mut self, offset: i64, reason: String) {
+    /// Records that an output of source record `offset` could not be delivered: the record stays
+    /// unacknowledged, so the watermark never passes it.
+    pub fn failed(&mut self, offset: i64, reason: Reason, error: String) {
+        self.outstanding = self.outstanding.saturating_sub(1);
         if self.failure.is_none() {
-            self.failure = Some(format!("offset {offset}: {reason}"));
+            self.failure = Some(DeliveryFailure {
+                offset,
+                reason,
+                error,
+            });
         }
+    }
+
+    /// The first delivery failure since the last call.
+    pub fn take_failure(&mut self) -> Option<DeliveryFailure> {
+        self.failure.take()
+    }
+
+    /// Whether every output handed to the producer has its delivery report.
+    pub fn settled(&self) -> bool {
+        self.outstanding == 0
+    }
+
+    /// Forgets every record not yet covered by the watermark, so they can be read and sent
+    /// again, and returns the source offset to read again from (the first of them). Only call
+    /// it when [`settled`](Self::settled): a late report would otherwise count for a resend.
+    pub fn rewind(&mut self) -> Option<i64> {
+        debug_assert!(self.settled());
+        let first = self.inflight.front().map(|p| p.offset);
+        self.inflight.clear();
+        first
     }
 
     /// The source offset to commit (next to read after a restart), if anything was acknowledged.
@@ -107,9 +151,9 @@ impl PartitionProgress {
         self.inflight.len()
     }
 
-    /// The first delivery failure, if any.
-    pub fn failure(&self) -> Option<&str> {
-        self.failure.as_deref()
+    /// The first delivery failure not yet taken, if any.
+    pub fn failure(&self) -> Option<&DeliveryFailure> {
+        self.failure.as_ref()
     }
 }
 
@@ -200,13 +244,58 @@ mod tests {
     }
 
     #[test]
-    fn first_failure_is_kept() {
+    fn first_failure_is_kept_until_taken() {
         let mut p = PartitionProgress::default();
         p.sent(7, 1);
         p.sent(8, 1);
-        p.failed(7, "timed out".into());
-        p.failed(8, "later".into());
-        assert_eq!(p.failure(), Some("offset 7: timed out"));
+        p.failed(7, Reason::Produce, "timed out".into());
+        p.failed(8, Reason::RecordTooLarge, "later".into());
+        let first = DeliveryFailure {
+            offset: 7,
+            reason: Reason::Produce,
+            error: "timed out".into(),
+        };
+        assert_eq!(p.failure(), Some(&first));
+        assert_eq!(p.take_failure(), Some(first));
+        assert_eq!(p.take_failure(), None);
         assert_eq!(p.committable(), None);
+    }
+
+    /// A failed record holds the watermark, later acknowledgements do not move it; once every
+    /// report is in, rewinding restarts from the first unacknowledged record and the watermark
+    /// follows the records sent again.
+    #[test]
+    fn failure_holds_the_watermark_and_rewind_resends_from_it() {
+        let mut p = PartitionProgress::default();
+        for o in 10..15 {
+            p.sent(o, 1);
+        }
+        p.sent(15, 2); // fanned out
+        p.acked(10, Some(100));
+        p.acked(11, Some(101));
+        p.failed(12, Reason::RecordTooLarge, "too large".into());
+        p.acked(13, Some(102));
+        assert_eq!(p.committable(), Some(12));
+        assert!(!p.settled(), "14 and both outputs of 15 still in flight");
+        p.failed(14, Reason::RecordTooLarge, "too large".into());
+        p.acked(15, None);
+        assert!(!p.settled());
+        p.acked(15, Some(103));
+        assert!(p.settled());
+        assert_eq!(p.committable(), Some(12), "never past the failed record");
+        assert_eq!(p.rewind(), Some(12));
+        assert_eq!(p.in_flight(), 0);
+        assert_eq!(p.committable(), Some(12));
+        for o in 12..16 {
+            p.sent(o, 1);
+        }
+        for (o, d) in [(12, 104), (13, 105), (14, 106), (15, 107)] {
+            p.acked(o, Some(d));
+        }
+        assert_eq!(p.committable(), Some(16));
+        assert_eq!(p.downstream_next(), Some(108));
+        assert!(p.settled());
+        // Nothing in flight: nothing to read again.
+        assert_eq!(p.rewind(), None);
     }
 }

@@ -50,6 +50,12 @@ pub mod names {
     pub const FLOW_UP: &str = "refract_flow_up";
     /// 1 for a flow's current state, 0 for the others.
     pub const FLOW_STATE: &str = "refract_flow_state";
+    /// Failures of one source partition (a delivery or a read that failed for good, and each
+    /// failed retry), per flow, source topic, partition and reason.
+    pub const PARTITION_ERRORS_TOTAL: &str = "refract_partition_errors_total";
+    /// 1 while a source partition is degraded (paused and retried), 0 once it recovered; only
+    /// partitions that failed at least once have the series.
+    pub const PARTITION_DEGRADED: &str = "refract_partition_degraded";
 
     /// Bucket bounds of [`PLUGIN_CALL_DURATION_SECONDS`]: 10 µs to 1 s, 1-2.5-5 per decade.
     pub const PLUGIN_CALL_DURATION_BUCKETS: &[f64] = &[
@@ -81,7 +87,9 @@ const DROPPED_HELP: &str =
 const RELOADS_HELP: &str = "Configuration reloads by result: ok (applied) or rejected (invalid; the running configuration was kept) (reloads).";
 const FLOW_UP_HELP: &str = "Whether the flow is running (1) or not (0).";
 const FLOW_STATE_HELP: &str =
-    "The flow's state: 1 for the current one of running, restarting, halted, stopped; 0 for the others.";
+    "The flow's state: 1 for the current one of running, degraded, restarting, halted, stopped; 0 for the others.";
+const PARTITION_ERRORS_HELP: &str = "Failures of a source partition that stopped its progress: the first failure and each failed retry, by reason (failures; topic is the source topic; empty topic and partition: a failure of the flow's source reads with no partition).";
+const PARTITION_DEGRADED_HELP: &str = "Whether a source partition is degraded: paused and retried with backoff while the other partitions keep flowing (1) or flowing again (0).";
 
 /// Series of one replicated partition: MirrorSourceConnector's MBean plus refract's lag.
 #[derive(Debug, Clone)]
@@ -108,7 +116,7 @@ pub struct FlowMetrics {
     /// Count records dropped under `on_error = "skip"`.
     pub records_dropped: Counter,
     up: Gauge,
-    states: [(FlowState, Gauge); 4],
+    states: [(FlowState, Gauge); 5],
 }
 
 /// Lifecycle state of a flow, as exposed by `refract_flow_state{state=...}`.
@@ -116,6 +124,8 @@ pub struct FlowMetrics {
 pub enum FlowState {
     /// Replicating.
     Running,
+    /// Replicating, but at least one partition cannot make progress and is retried.
+    Degraded,
     /// Recovering from a failure; will run again.
     Restarting,
     /// Stopped by a processor failure under `on_error = "stop"`; needs attention.
@@ -126,8 +136,9 @@ pub enum FlowState {
 
 impl FlowState {
     /// Every state, in exposition label order.
-    pub const ALL: [FlowState; 4] = [
+    pub const ALL: [FlowState; 5] = [
         FlowState::Running,
+        FlowState::Degraded,
         FlowState::Restarting,
         FlowState::Halted,
         FlowState::Stopped,
@@ -137,6 +148,7 @@ impl FlowState {
     pub fn as_str(self) -> &'static str {
         match self {
             FlowState::Running => "running",
+            FlowState::Degraded => "degraded",
             FlowState::Restarting => "restarting",
             FlowState::Halted => "halted",
             FlowState::Stopped => "stopped",
@@ -146,16 +158,13 @@ impl FlowState {
 
 impl FlowMetrics {
     /// Sets `refract_flow_state` to 1 for `state` and 0 for the others, and `refract_flow_up`
-    /// to 1 only when running.
+    /// to 1 only when running (degraded included: its healthy partitions flow).
     pub fn set_state(&self, state: FlowState) {
         for (s, gauge) in &self.states {
             gauge.set(if *s == state { 1.0 } else { 0.0 });
         }
-        self.up.set(if state == FlowState::Running {
-            1.0
-        } else {
-            0.0
-        });
+        let up = matches!(state, FlowState::Running | FlowState::Degraded);
+        self.up.set(if up { 1.0 } else { 0.0 });
     }
 }
 
@@ -282,6 +291,7 @@ impl Metrics {
             up: self.gauge(FLOW_UP, FLOW_UP_HELP, &labels)?,
             states: [
                 state(FlowState::Running)?,
+                state(FlowState::Degraded)?,
                 state(FlowState::Restarting)?,
                 state(FlowState::Halted)?,
                 state(FlowState::Stopped)?,
@@ -308,6 +318,49 @@ impl Metrics {
                 &labels,
             )?,
         })
+    }
+
+    /// Registers (or finds) the failure counter of one source partition of a flow for one
+    /// reason (`topic` and `partition` empty for a flow-wide read failure). Registered on the
+    /// first failure only, so healthy partitions add no series.
+    pub fn partition_errors(
+        &self,
+        flow: &str,
+        topic: &str,
+        partition: Option<i32>,
+        reason: &str,
+    ) -> Result<Counter, MetricsError> {
+        let partition = partition.map(|p| p.to_string()).unwrap_or_default();
+        self.counter(
+            PARTITION_ERRORS_TOTAL,
+            PARTITION_ERRORS_HELP,
+            &[
+                ("flow", flow),
+                ("topic", topic),
+                ("partition", partition.as_str()),
+                ("reason", reason),
+            ],
+        )
+    }
+
+    /// Registers (or finds) the degraded gauge of one source partition of a flow (`topic` and
+    /// `partition` empty for the flow's own reads).
+    pub fn partition_degraded(
+        &self,
+        flow: &str,
+        topic: &str,
+        partition: Option<i32>,
+    ) -> Result<Gauge, MetricsError> {
+        let partition = partition.map(|p| p.to_string()).unwrap_or_default();
+        self.gauge(
+            PARTITION_DEGRADED,
+            PARTITION_DEGRADED_HELP,
+            &[
+                ("flow", flow),
+                ("topic", topic),
+                ("partition", partition.as_str()),
+            ],
+        )
     }
 
     /// Registers (or finds) the reload counter for one result.
@@ -380,6 +433,7 @@ mod tests {
         assert_eq!(
             state_lines,
             [
+                r#"refract_flow_state{flow="a->b",state="degraded"} 0"#,
                 r#"refract_flow_state{flow="a->b",state="halted"} 0"#,
                 r#"refract_flow_state{flow="a->b",state="restarting"} 0"#,
                 r#"refract_flow_state{flow="a->b",state="running"} 1"#,
@@ -387,13 +441,16 @@ mod tests {
             ]
         );
         assert!(samples(&text).contains(&r#"refract_flow_up{flow="a->b"} 1"#));
+        f.set_state(FlowState::Degraded);
+        assert!(samples(&m.render()).contains(&r#"refract_flow_up{flow="a->b"} 1"#));
         f.set_state(FlowState::Restarting);
         assert!(samples(&m.render()).contains(&r#"refract_flow_up{flow="a->b"} 0"#));
         let p = m.plugin("mask", "a->b").unwrap();
         p.calls.inc();
         m.plugin("mask", "other").unwrap();
-        // 4 state + up + inflight + dead-lettered + dropped + 4 plugin series.
-        assert_eq!(m.remove_flow("a->b"), 12);
+        m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
+        // 5 state + up + inflight + dead-lettered + dropped + 4 plugin series + degraded.
+        assert_eq!(m.remove_flow("a->b"), 14);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
     }
@@ -417,6 +474,32 @@ mod tests {
     }
 
     #[test]
+    fn partition_series_carry_flow_topic_partition_and_reason() {
+        let m = Metrics::new();
+        let errors = m
+            .partition_errors("a->b", "big", Some(0), "record_too_large")
+            .unwrap();
+        errors.inc();
+        m.partition_errors("a->b", "big", Some(0), "record_too_large")
+            .unwrap()
+            .inc();
+        m.partition_degraded("a->b", "big", Some(0))
+            .unwrap()
+            .set(1.0);
+        m.partition_errors("a->b", "", None, "fetch").unwrap().inc();
+        let text = m.render();
+        for line in [
+            r#"refract_partition_errors_total{flow="a->b",partition="0",reason="record_too_large",topic="big"} 2"#,
+            r#"refract_partition_degraded{flow="a->b",partition="0",topic="big"} 1"#,
+            r#"refract_partition_errors_total{flow="a->b",partition="",reason="fetch",topic=""} 1"#,
+        ] {
+            assert!(samples(&text).contains(&line), "{line} in\n{text}");
+        }
+        assert!(text.contains(&format!("# TYPE {PARTITION_ERRORS_TOTAL} counter\n")));
+        assert!(text.contains(&format!("# TYPE {PARTITION_DEGRADED} gauge\n")));
+    }
+
+    #[test]
     fn reloads_by_result() {
         let m = Metrics::new();
         m.reloads(ReloadResult::Ok).unwrap().inc();
@@ -435,9 +518,12 @@ mod tests {
         m.flow("f").unwrap();
         m.plugin("p", "f").unwrap();
         m.reloads(ReloadResult::Ok).unwrap();
+        m.partition_errors("f", "x", Some(0), "produce").unwrap();
+        m.partition_degraded("f", "x", Some(0)).unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
-        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 5 flow + 4 plugin + reloads.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 5 + 4 + 1);
+        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 5 flow + 4 plugin + reloads
+        // + 2 partition.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 5 + 4 + 1 + 2);
     }
 }

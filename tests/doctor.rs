@@ -1,0 +1,573 @@
+//! Integration tests: `refract check --connect` against real brokers: every way of connecting
+//! that works names its principal, every way that fails names the cluster and the cause, and on
+//! brokers with an authorizer the documented minimal ACL set is exactly what a flow needs.
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Instant;
+
+use support::tls::{p12_path, Ca, Issued, P12_PASSWORD};
+use support::*;
+
+const MIRROR_PASSWORD: &str = "mirror-pw-doctor-51c2";
+const ADMIN_PASSWORD: &str = "admin-pw-doctor-9e07";
+const ACL_TOOL: &str = "org.apache.kafka.tools.AclCommand";
+
+/// librdkafka client settings of one cluster.
+type Settings<'a> = Vec<(&'a str, &'a str)>;
+
+fn secure_broker(alias: &str, ca: &Ca, server: &Issued, extra: &[(&str, &str)]) -> Broker {
+    Broker::start_secure(
+        alias,
+        &Secure {
+            server,
+            client_ca: &ca.ca_pem(),
+            users: &[("mirror", MIRROR_PASSWORD), ("admin", ADMIN_PASSWORD)],
+        },
+        extra,
+    )
+}
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// `[clusters.<alias>]` with its bootstrap and client settings.
+fn cluster(alias: &str, bootstrap: &str, client: &[(&str, &str)]) -> String {
+    let mut text = format!("[clusters.{alias}]\nbootstrap = \"{bootstrap}\"\n");
+    if !client.is_empty() {
+        text.push_str(&format!("[clusters.{alias}.client]\n"));
+        for (k, v) in client {
+            text.push_str(&format!("\"{k}\" = \"{v}\"\n"));
+        }
+    }
+    text.push('\n');
+    text
+}
+
+/// A flow `source -> target` mirroring `topics` (full-match patterns).
+fn flow(source: &str, target: &str, topics: &str, extra: &str) -> String {
+    format!(
+        "[[flow]]\nsource = \"{source}\"\ntarget = \"{target}\"\ntopics = [\"{topics}\"]\n\
+         replication_factor = 1\n{extra}\n"
+    )
+}
+
+/// Runs `refract check --connect` on `pipeline`: (exit code, stdout + stderr).
+fn check_connect(pipeline: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write_pipeline(dir.path(), pipeline);
+    let started = Instant::now();
+    let out: Output = refract(&["check", "--connect", path.to_str().expect("utf-8 path")]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "check --connect took {:.1}s, exit {:?}:\n{text}",
+        started.elapsed().as_secs_f64(),
+        out.status.code()
+    );
+    for secret in [MIRROR_PASSWORD, ADMIN_PASSWORD, P12_PASSWORD] {
+        assert!(!text.contains(secret), "a secret leaked:\n{text}");
+    }
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The one line of `text` that starts with `prefix`.
+fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
+    let found: Vec<&str> = text.lines().filter(|l| l.starts_with(prefix)).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one line starting with {prefix:?} in:\n{text}"
+    );
+    found[0]
+}
+
+/// Every way of connecting the harness's brokers offer works, and each cluster's line names the
+/// principal Kafka sees.
+#[test]
+fn every_security_setup_connects_and_names_its_principal() {
+    let ca = Ca::new("doctor CA");
+    let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
+    let client = ca.issue("mirror", "mirror", &[], false);
+    let broker = secure_broker("k", &ca, &server, &[]);
+    let ca_pem = p(&ca.ca_pem());
+    let tls = [("ssl.ca.location", ca_pem.as_str())];
+    let (cert, key, p12) = (p(&client.cert), p(&client.key), p(&p12_path(&client.cert)));
+    // (alias, listener, client settings)
+    let clusters: Vec<(&str, &str, Settings)> = vec![
+        (
+            "ssl",
+            "SSL",
+            [&tls[..], &[("security.protocol", "SSL")]].concat(),
+        ),
+        (
+            "mtlspem",
+            "MTLS",
+            [
+                &tls[..],
+                &[
+                    ("security.protocol", "SSL"),
+                    ("ssl.certificate.location", cert.as_str()),
+                    ("ssl.key.location", key.as_str()),
+                ],
+            ]
+            .concat(),
+        ),
+        (
+            "mtlsp12",
+            "MTLS",
+            [
+                &tls[..],
+                &[
+                    ("security.protocol", "SSL"),
+                    ("ssl.keystore.location", p12.as_str()),
+                    ("ssl.keystore.password", P12_PASSWORD),
+                ],
+            ]
+            .concat(),
+        ),
+        (
+            "plain",
+            "SASL_PLAINTEXT",
+            vec![
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "PLAIN"),
+                ("sasl.username", "mirror"),
+                ("sasl.password", MIRROR_PASSWORD),
+            ],
+        ),
+        (
+            "scram256",
+            "SASL_SSL",
+            [
+                &tls[..],
+                &[
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "SCRAM-SHA-256"),
+                    ("sasl.username", "mirror"),
+                    ("sasl.password", MIRROR_PASSWORD),
+                ],
+            ]
+            .concat(),
+        ),
+        (
+            "scram512",
+            "SASL_SSL",
+            [
+                &tls[..],
+                &[
+                    ("security.protocol", "SASL_SSL"),
+                    ("sasl.mechanism", "SCRAM-SHA-512"),
+                    ("sasl.username", "admin"),
+                    ("sasl.password", ADMIN_PASSWORD),
+                ],
+            ]
+            .concat(),
+        ),
+        (
+            "oauth",
+            "SASL_PLAINTEXT",
+            vec![
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "OAUTHBEARER"),
+                ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+                ("sasl.oauthbearer.config", "principal=mirror"),
+            ],
+        ),
+    ];
+    let mut pipeline = String::new();
+    for (alias, listener, client) in &clusters {
+        pipeline.push_str(&cluster(alias, broker.listener(listener), client));
+    }
+    let topic = unique("doc");
+    broker.create_topic(&topic, 1);
+    for (source, target) in [
+        ("ssl", "mtlspem"),
+        ("mtlsp12", "plain"),
+        ("scram256", "scram512"),
+        ("oauth", "ssl"),
+    ] {
+        pipeline.push_str(&flow(source, target, &topic, ""));
+    }
+    let (code, out) = check_connect(&pipeline);
+    assert_eq!(code, 0, "every flow can run:\n{out}");
+    let want = [
+        ("ssl", "SSL", "TLS ok, not authenticated: User:ANONYMOUS"),
+        (
+            "mtlspem",
+            "SSL",
+            "TLS ok, authenticated as User:CN=mirror,O=refract tests",
+        ),
+        (
+            "mtlsp12",
+            "SSL",
+            "TLS ok, authenticated as User:CN=mirror,O=refract tests",
+        ),
+        (
+            "plain",
+            "SASL_PLAINTEXT/PLAIN",
+            "authenticated as User:mirror",
+        ),
+        (
+            "scram256",
+            "SASL_SSL/SCRAM-SHA-256",
+            "TLS ok, authenticated as User:mirror",
+        ),
+        (
+            "scram512",
+            "SASL_SSL/SCRAM-SHA-512",
+            "TLS ok, authenticated as User:admin",
+        ),
+        (
+            "oauth",
+            "SASL_PLAINTEXT/OAUTHBEARER",
+            "authenticated as User:mirror",
+        ),
+    ];
+    for (alias, what, principal) in want {
+        let listener = clusters
+            .iter()
+            .find(|c| c.0 == alias)
+            .map(|c| c.1)
+            .expect("cluster");
+        let prefix = format!(
+            "cluster {alias} ({}, {what}): reachable, {principal} (",
+            broker.listener(listener)
+        );
+        line(&out, &prefix);
+    }
+    assert_eq!(
+        out.lines()
+            .filter(|l| *l == "  no authorizer (or a super user): all allowed")
+            .count(),
+        clusters.len(),
+        "{out}"
+    );
+    for f in [
+        "ssl->mtlspem",
+        "mtlsp12->plain",
+        "scram256->scram512",
+        "oauth->ssl",
+    ] {
+        line(&out, &format!("flow {f}: can run"));
+    }
+}
+
+/// Each way of failing to connect exits non-zero with the cluster, its settings and the cause.
+#[test]
+fn connection_failures_name_the_cluster_and_the_cause() {
+    let ca = Ca::new("doctor CA");
+    let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
+    let expired = ca.issue("expired", "broker", &["127.0.0.1", "localhost"], true);
+    let wrong_host = ca.issue("wrong-host", "broker", &["wrong.example"], false);
+    let good = secure_broker("good", &ca, &server, &[]);
+    let old = secure_broker("old", &ca, &expired, &[]);
+    let elsewhere = secure_broker("elsewhere", &ca, &wrong_host, &[]);
+    let other_ca = Ca::new("someone else's CA");
+    let ca_pem = p(&ca.ca_pem());
+    let other_pem = p(&other_ca.ca_pem());
+    let wrong_password = "not-the-password";
+    // (case, bootstrap, client settings, protocol shown, cause shown)
+    let cases: Vec<(&str, String, Settings, &str, &str)> = vec![
+        (
+            "wrong SCRAM password",
+            good.listener("SASL_SSL").to_string(),
+            vec![
+                ("security.protocol", "SASL_SSL"),
+                ("ssl.ca.location", ca_pem.as_str()),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "mirror"),
+                ("sasl.password", wrong_password),
+            ],
+            "SASL_SSL/SCRAM-SHA-512",
+            "authentication failed: the broker rejected user mirror with SCRAM-SHA-512",
+        ),
+        (
+            "untrusted CA",
+            good.listener("SSL").to_string(),
+            vec![
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", other_pem.as_str()),
+            ],
+            "SSL",
+            "TLS handshake failed: the broker's certificate is not signed by a CA this client trusts",
+        ),
+        (
+            "expired broker certificate",
+            old.listener("SSL").to_string(),
+            vec![
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", ca_pem.as_str()),
+            ],
+            "SSL",
+            "TLS handshake failed: the broker's certificate has expired",
+        ),
+        (
+            "certificate for another host",
+            elsewhere.listener("SSL").to_string(),
+            vec![
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", ca_pem.as_str()),
+            ],
+            "SSL",
+            "TLS handshake failed: the broker's certificate does not match the host name 127.0.0.1 (it is for wrong.example)",
+        ),
+        (
+            "plaintext client, TLS listener",
+            good.listener("SSL").to_string(),
+            vec![],
+            "PLAINTEXT",
+            "wrong security.protocol: security.protocol is PLAINTEXT but the listener expects another",
+        ),
+    ];
+    for (case, bootstrap, client, what, cause) in &cases {
+        let pipeline = format!(
+            "{}{}{}",
+            cluster("ok", &good.bootstrap, &[]),
+            cluster("bad", bootstrap, client),
+            flow("ok", "bad", "anything", "")
+        );
+        let started = Instant::now();
+        let (code, out) = check_connect(&pipeline);
+        assert_eq!(code, 1, "{case}: exits 1:\n{out}");
+        let prefix = format!("cluster bad ({bootstrap}, {what}): {cause}");
+        let failure = line(&out, &prefix);
+        assert!(
+            failure.contains(" — librdkafka: "),
+            "{case}: librdkafka's own words follow:\n{out}"
+        );
+        line(&out, "cluster ok (");
+        line(&out, "flow ok->bad: cannot run");
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{case}: took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// The minimal ACL set the README documents, added to brokers that deny everything else, is
+/// what `check --connect` asks for and what a flow with checkpoints and heartbeats needs.
+#[test]
+fn documented_minimal_acls_are_enough_to_mirror() {
+    let ca = Ca::new("doctor CA");
+    let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
+    let guarded = [
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("super.users", "User:ANONYMOUS;User:admin"),
+        ("allow.everyone.if.no.acl.found", "false"),
+    ];
+    let a = secure_broker("a", &ca, &server, &guarded);
+    let b = secure_broker("b", &ca, &server, &guarded);
+    let prefix = unique("orders");
+    let topic = format!("{prefix}-eu");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 2);
+    let records = sample_records(&topic, 2, 200);
+    a.produce(&topic, &records);
+    let scram = |broker: &Broker, alias: &str| {
+        cluster(
+            alias,
+            broker.listener("SASL_PLAINTEXT"),
+            &[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "mirror"),
+                ("sasl.password", MIRROR_PASSWORD),
+            ],
+        )
+    };
+    let pipeline = format!(
+        "{}{}{}",
+        scram(&a, "a"),
+        scram(&b, "b"),
+        flow(
+            "a",
+            "b",
+            &format!("{prefix}.*"),
+            "sync_topic_acls = false\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\n\
+             checkpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\n"
+        )
+    );
+
+    // Nothing granted: the flow cannot run, and the output says what to add.
+    let (code, out) = check_connect(&pipeline);
+    assert_eq!(code, 1, "{out}");
+    let (ab, bb) = (a.listener("SASL_PLAINTEXT"), b.listener("SASL_PLAINTEXT"));
+    line(
+        &out,
+        &format!("cluster a ({ab}, SASL_PLAINTEXT/SCRAM-SHA-512): reachable, authenticated as User:mirror ("),
+    );
+    let want = [
+        format!(
+            "  no   read, describe topics starting with {prefix} (flow a->b: mirrored topic; not visible to this principal; missing: read, describe) — \
+             kafka-acls --bootstrap-server {ab} --add --allow-principal User:mirror --operation Read --operation Describe \
+             --topic {prefix} --resource-pattern-type prefixed"
+        ),
+        format!(
+            "  no   read group refract-a-b (flow a->b: progress commits; missing: read) — \
+             kafka-acls --bootstrap-server {ab} --add --allow-principal User:mirror --operation Read --group refract-a-b"
+        ),
+        format!(
+            "  no   create, write, describe topics starting with a.{prefix} (flow a->b: remote topic; not visible to this principal; \
+             missing: create, write, describe) — kafka-acls --bootstrap-server {bb} --add --allow-principal User:mirror \
+             --operation Create --operation Write --operation Describe --topic a.{prefix} --resource-pattern-type prefixed"
+        ),
+        format!(
+            "  no   read group refract-a-b (flow a->b: target positions read on restart; missing: read) — \
+             kafka-acls --bootstrap-server {bb} --add --allow-principal User:mirror --operation Read --group refract-a-b"
+        ),
+    ];
+    for w in &want {
+        assert!(
+            out.lines().any(|l| l == w),
+            "expected line\n{w}\nin:\n{out}"
+        );
+    }
+    line(&out, "flow a->b: cannot run (");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("  warn create, write, read topic mm2-offset-syncs.b.internal")),
+        "{out}"
+    );
+
+    // The documented minimal set (README, "Permissions"): source a, then target b.
+    let add = |broker: &Broker, args: &[&str]| {
+        let mut all = vec!["--add", "--allow-principal", "User:mirror"];
+        all.extend_from_slice(args);
+        broker.tool(ACL_TOOL, &all);
+    };
+    let remote_prefix = format!("a.{prefix}");
+    let acls_started = Instant::now();
+    add(
+        &a,
+        &[
+            "--operation",
+            "Read",
+            "--operation",
+            "DescribeConfigs",
+            "--topic",
+            &prefix,
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    add(&a, &["--operation", "Read", "--group", "refract-a-b"]);
+    add(&a, &["--operation", "Describe", "--group", "*"]);
+    add(
+        &a,
+        &[
+            "--operation",
+            "Create",
+            "--operation",
+            "Write",
+            "--operation",
+            "Read",
+            "--topic",
+            "mm2-offset-syncs.b.internal",
+        ],
+    );
+    add(
+        &a,
+        &[
+            "--operation",
+            "Create",
+            "--operation",
+            "Write",
+            "--topic",
+            "heartbeats",
+        ],
+    );
+    add(
+        &b,
+        &[
+            "--operation",
+            "Create",
+            "--operation",
+            "Write",
+            "--operation",
+            "AlterConfigs",
+            "--topic",
+            &remote_prefix,
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    add(&b, &["--operation", "Read", "--group", "refract-a-b"]);
+    add(
+        &b,
+        &[
+            "--operation",
+            "Create",
+            "--operation",
+            "Write",
+            "--operation",
+            "Read",
+            "--topic",
+            "a.checkpoints.internal",
+        ],
+    );
+    add(
+        &b,
+        &[
+            "--operation",
+            "Create",
+            "--operation",
+            "Write",
+            "--topic",
+            "heartbeats",
+        ],
+    );
+    eprintln!(
+        "adding the ACLs took {:.1}s",
+        acls_started.elapsed().as_secs_f64()
+    );
+
+    // A source consumer group for the checkpoints (listed with the Describe ACL on groups).
+    let group = unique("app");
+    a.commit_group(&group, &topic, &[(0, 50), (1, 50)]);
+    let (code, out) = check_connect(&pipeline);
+    assert_eq!(code, 0, "the documented set is enough:\n{out}");
+    assert!(!out.lines().any(|l| l.starts_with("  no ")), "{out}");
+    assert!(!out.lines().any(|l| l.starts_with("  warn")), "{out}");
+    line(&out, "flow a->b: can run");
+    line(
+        &out,
+        &format!("  yes  read, describe topic {topic} (flow a->b: mirrored topic)"),
+    );
+
+    // And it mirrors: records byte for byte, heartbeats and checkpoints written.
+    let mirror = Refract::start(&pipeline, &[]);
+    mirror.wait("200 records on b", || {
+        b.topics().contains_key(&remote) && b.counts(&remote).iter().sum::<i64>() >= 200
+    });
+    assert_eq!(
+        b.read_all(&remote),
+        by_partition(&records, 2),
+        "{remote}: byte for byte"
+    );
+    mirror.wait("heartbeats on b", || {
+        b.topics().contains_key("heartbeats") && b.counts("heartbeats").iter().sum::<i64>() > 0
+    });
+    mirror.wait("checkpoints on b", || {
+        b.topics().contains_key("a.checkpoints.internal")
+            && b.counts("a.checkpoints.internal").iter().sum::<i64>() > 0
+    });
+    let log = mirror.log();
+    for bad in [
+        "AUTHORIZATION_FAILED",
+        "Authorization failed",
+        "not authorized",
+    ] {
+        assert!(!log.contains(bad), "refract hit {bad}:\n{log}");
+    }
+}
