@@ -4,35 +4,16 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
 
-use support::tls::{p12_path, Ca, Issued, P12_PASSWORD};
+use support::tls::{p12_path, Ca, P12_PASSWORD};
 use support::*;
 
-const MIRROR_PASSWORD: &str = "mirror-pw-doctor-51c2";
-const ADMIN_PASSWORD: &str = "admin-pw-doctor-9e07";
 const ACL_TOOL: &str = "org.apache.kafka.tools.AclCommand";
 
 /// librdkafka client settings of one cluster.
 type Settings<'a> = Vec<(&'a str, &'a str)>;
-
-fn secure_broker(alias: &str, ca: &Ca, server: &Issued, extra: &[(&str, &str)]) -> Broker {
-    Broker::start_secure(
-        alias,
-        &Secure {
-            server,
-            client_ca: &ca.ca_pem(),
-            users: &[("mirror", MIRROR_PASSWORD), ("admin", ADMIN_PASSWORD)],
-        },
-        extra,
-    )
-}
-
-fn p(path: &Path) -> String {
-    path.display().to_string()
-}
 
 /// `[clusters.<alias>]` with its bootstrap and client settings.
 fn cluster(alias: &str, bootstrap: &str, client: &[(&str, &str)]) -> String {
@@ -96,9 +77,13 @@ fn every_security_setup_connects_and_names_its_principal() {
     let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
     let client = ca.issue("mirror", "mirror", &[], false);
     let broker = secure_broker("k", &ca, &server, &[]);
-    let ca_pem = p(&ca.ca_pem());
+    let ca_pem = path_str(&ca.ca_pem());
     let tls = [("ssl.ca.location", ca_pem.as_str())];
-    let (cert, key, p12) = (p(&client.cert), p(&client.key), p(&p12_path(&client.cert)));
+    let (cert, key, p12) = (
+        path_str(&client.cert),
+        path_str(&client.key),
+        path_str(&p12_path(&client.cert)),
+    );
     // (alias, listener, client settings)
     let clusters: Vec<(&str, &str, Settings)> = vec![
         (
@@ -270,8 +255,8 @@ fn connection_failures_name_the_cluster_and_the_cause() {
     let old = secure_broker("old", &ca, &expired, &[]);
     let elsewhere = secure_broker("elsewhere", &ca, &wrong_host, &[]);
     let other_ca = Ca::new("someone else's CA");
-    let ca_pem = p(&ca.ca_pem());
-    let other_pem = p(&other_ca.ca_pem());
+    let ca_pem = path_str(&ca.ca_pem());
+    let other_pem = path_str(&other_ca.ca_pem());
     let wrong_password = "not-the-password";
     // (case, bootstrap, client settings, protocol shown, cause shown)
     let cases: Vec<(&str, String, Settings, &str, &str)> = vec![

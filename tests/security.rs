@@ -4,13 +4,8 @@
 
 mod support;
 
-use std::path::Path;
-
 use support::tls::{p12_path, Ca, Issued, P12_PASSWORD};
 use support::*;
-
-const MIRROR_PASSWORD: &str = "mirror-pw-7f3a9c";
-const ADMIN_PASSWORD: &str = "admin-pw-18d2e4";
 
 /// A CA, one broker certificate (for 127.0.0.1 and localhost) and one client certificate (CN
 /// `mirror`).
@@ -27,29 +22,13 @@ fn pki() -> Pki {
     Pki { ca, server, client }
 }
 
-fn secure_broker(alias: &str, pki: &Pki, extra: &[(&str, &str)]) -> Broker {
-    Broker::start_secure(
-        alias,
-        &Secure {
-            server: &pki.server,
-            client_ca: &pki.ca.ca_pem(),
-            users: &[("mirror", MIRROR_PASSWORD), ("admin", ADMIN_PASSWORD)],
-        },
-        extra,
-    )
-}
-
-fn p(path: &Path) -> String {
-    path.display().to_string()
-}
-
 /// Reads the secrets the pipeline references from files and the environment; nothing refract
 /// prints may contain them.
 #[test]
 fn scram_sasl_ssl_source_to_mtls_target_is_byte_exact_and_secrets_stay_secret() {
     let pki = pki();
-    let a = secure_broker("a", &pki, &[]);
-    let b = secure_broker("b", &pki, &[]);
+    let a = secure_broker("a", &pki.ca, &pki.server, &[]);
+    let b = secure_broker("b", &pki.ca, &pki.server, &[]);
     let topic = unique("payments");
     a.create_topic(&topic, 3);
     let records = sample_records(&topic, 3, 300);
@@ -69,11 +48,11 @@ fn scram_sasl_ssl_source_to_mtls_target_is_byte_exact_and_secrets_stay_secret() 
          [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"2s\"\n\
          commit_interval = \"500ms\"\nreplication_factor = 1\n",
         a.listener("SASL_SSL"),
-        p(&password_file),
-        p(&pki.ca.ca_pem()),
+        path_str(&password_file),
+        path_str(&pki.ca.ca_pem()),
         b.listener("MTLS"),
-        p(&pki.ca.ca_pem()),
-        p(&p12_path(&pki.client.cert)),
+        path_str(&pki.ca.ca_pem()),
+        path_str(&p12_path(&pki.client.cert)),
     );
     let mirror = Refract::start_env(&pipeline, &[], &[("REFRACT_TEST_P12", P12_PASSWORD)]);
     let remote = format!("a.{topic}");
@@ -179,8 +158,8 @@ fn unsecured_jwt(sub: &str) -> String {
 #[test]
 fn oauthbearer_unsecured_source_and_static_token_target_mirror() {
     let pki = pki();
-    let a = secure_broker("a", &pki, &[]);
-    let b = secure_broker("b", &pki, &[]);
+    let a = secure_broker("a", &pki.ca, &pki.server, &[]);
+    let b = secure_broker("b", &pki.ca, &pki.server, &[]);
     let topic = unique("tokens");
     a.create_topic(&topic, 2);
     let records = sample_records(&topic, 2, 100);
@@ -201,8 +180,8 @@ fn oauthbearer_unsecured_source_and_static_token_target_mirror() {
          commit_interval = \"500ms\"\nreplication_factor = 1\n",
         a.listener("SASL_PLAINTEXT"),
         b.listener("SASL_SSL"),
-        p(&pki.ca.ca_pem()),
-        p(&token_file),
+        path_str(&pki.ca.ca_pem()),
+        path_str(&token_file),
     );
     let mirror = Refract::start(&pipeline, &[]);
     let remote = format!("a.{topic}");
@@ -223,7 +202,7 @@ fn oauthbearer_unsecured_source_and_static_token_target_mirror() {
 #[test]
 fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
     let pki = pki();
-    let a = secure_broker("a", &pki, &[]);
+    let a = secure_broker("a", &pki.ca, &pki.server, &[]);
     let stranger = Ca::new("some other CA");
     let wrong_password = "not-the-password-4411";
     let cases = [
@@ -232,7 +211,7 @@ fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
                 "\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\
                  \"sasl.username\" = \"mirror\"\n\"sasl.password\" = \"{wrong_password}\"\n\
                  \"ssl.ca.location\" = \"{}\"\n",
-                p(&pki.ca.ca_pem())
+                path_str(&pki.ca.ca_pem())
             ),
             "SASL_SSL",
             "authentication failed",
@@ -240,7 +219,7 @@ fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
         (
             format!(
                 "\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = \"{}\"\n",
-                p(&stranger.ca_pem())
+                path_str(&stranger.ca_pem())
             ),
             "SSL",
             "TLS handshake failed",

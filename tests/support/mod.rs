@@ -275,6 +275,35 @@ impl Secure<'_> {
     }
 }
 
+/// Password of the SASL user `mirror` (the principal refract runs as) on every secure test broker.
+pub const MIRROR_PASSWORD: &str = "mirror-pw-7f3a9c";
+/// Password of the SASL user `admin` on every secure test broker.
+pub const ADMIN_PASSWORD: &str = "admin-pw-18d2e4";
+
+/// [`Broker::start_secure`] with `server`'s certificate, trusting client certificates `ca`
+/// issued, and the SASL users `mirror` and `admin`.
+pub fn secure_broker(
+    alias: &str,
+    ca: &tls::Ca,
+    server: &tls::Issued,
+    extra: &[(&str, &str)],
+) -> Broker {
+    Broker::start_secure(
+        alias,
+        &Secure {
+            server,
+            client_ca: &ca.ca_pem(),
+            users: &[("mirror", MIRROR_PASSWORD), ("admin", ADMIN_PASSWORD)],
+        },
+        extra,
+    )
+}
+
+/// A path as text for a pipeline file.
+pub fn path_str(path: &Path) -> String {
+    path.display().to_string()
+}
+
 /// One Apache Kafka broker = one single-node KRaft cluster (combined broker and controller) with
 /// its data in a temp folder, started from the jars `.ci/install-kafka` resolves.
 pub struct Broker {
