@@ -480,14 +480,23 @@ fn metrics_health_status_and_reload_endpoints() {
         "{body}"
     );
     assert_eq!(http(&addr, "GET", "/nope").0, 404);
-    // `refract status` reads the same endpoint (named, since the pipeline says port 0).
-    let out = refract_cmd(&[
-        "status",
-        "--config",
-        refract.pipeline.to_str().expect("path"),
-        "--addr",
-        &addr,
-    ]);
+    // `refract status` reads the same endpoint (named, since the pipeline says port 0). A
+    // heartbeat written to the source a moment earlier shows as lag 1 until it is mirrored:
+    // wait for a status taken with nothing in flight.
+    let status = || {
+        refract_cmd(&[
+            "status",
+            "--config",
+            refract.pipeline.to_str().expect("path"),
+            "--addr",
+            &addr,
+        ])
+    };
+    let mut out = status();
+    refract.wait("refract status to show lag 0", || {
+        out = status();
+        String::from_utf8_lossy(&out.stdout).contains("lag 0 records over")
+    });
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("flow a->b: running"), "{text}");
