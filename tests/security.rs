@@ -133,6 +133,11 @@ fn every_codec_mirrors_byte_exact_and_the_target_codec_is_as_configured() {
 /// An unsigned JWT (`alg: none`) for `sub`, valid for an hour: what the test brokers' default
 /// OAUTHBEARER validator accepts.
 fn unsecured_jwt(sub: &str) -> String {
+    unsecured_jwt_for(sub, 3600)
+}
+
+/// An unsigned JWT for `sub`, valid for `lifetime_s` seconds.
+fn unsecured_jwt_for(sub: &str, lifetime_s: u64) -> String {
     let b64 = |s: &str| {
         openssl::base64::encode_block(s.as_bytes())
             .trim_end_matches('=')
@@ -148,7 +153,7 @@ fn unsecured_jwt(sub: &str) -> String {
         b64(r#"{"alg":"none"}"#),
         b64(&format!(
             r#"{{"sub":"{sub}","iat":{now},"exp":{},"scope":"kafka"}}"#,
-            now + 3600
+            now + lifetime_s
         ))
     )
 }
@@ -251,4 +256,207 @@ fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
             mirror.log()
         );
     }
+}
+
+/// A token endpoint (RFC 6749 client credentials) over HTTPS with the test CA's certificate:
+/// checks the client's Basic credentials, grant type and scope, and answers with an unsecured
+/// JWT for `mirror` valid for `lifetime_s`, or HTTP 401 `invalid_client`.
+struct TokenEndpoint {
+    url: String,
+    /// Tokens issued, and requests refused.
+    issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TokenEndpoint {
+    fn start(server: &Issued, client_id: &str, secret: &str, lifetime_s: u64) -> Self {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let mut acceptor =
+            openssl::ssl::SslAcceptor::mozilla_intermediate_v5(openssl::ssl::SslMethod::tls())
+                .expect("TLS acceptor");
+        acceptor
+            .set_certificate_chain_file(&server.cert)
+            .expect("endpoint certificate");
+        acceptor
+            .set_private_key_file(&server.key, openssl::ssl::SslFiletype::PEM)
+            .expect("endpoint key");
+        let acceptor = acceptor.build();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!(
+            "https://localhost:{}/oauth2/token",
+            listener.local_addr().expect("addr").port()
+        );
+        let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let expected = format!(
+            "Basic {}",
+            openssl::base64::encode_block(format!("{client_id}:{secret}").as_bytes())
+        );
+        let (i, r) = (issued.clone(), refused.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let Ok(stream) = acceptor.accept(stream) else {
+                    continue;
+                };
+                let mut reader = BufReader::new(stream);
+                let (mut auth, mut length, mut line) = (String::new(), 0usize, String::new());
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if lower.starts_with("authorization:") {
+                        auth = line["authorization:".len()..].trim().to_string();
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let body = String::from_utf8_lossy(&body).to_string();
+                let ok = auth == expected
+                    && body
+                        .split('&')
+                        .any(|kv| kv == "grant_type=client_credentials")
+                    && body.split('&').any(|kv| kv == "scope=kafka");
+                let (status, reply) = if ok {
+                    i.fetch_add(1, Ordering::SeqCst);
+                    (
+                        "200 OK",
+                        format!(
+                            r#"{{"access_token":"{}","token_type":"Bearer","expires_in":{lifetime_s}}}"#,
+                            unsecured_jwt_for("mirror", lifetime_s)
+                        ),
+                    )
+                } else {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    (
+                        "401 Unauthorized",
+                        r#"{"error":"invalid_client","error_description":"client authentication failed"}"#
+                            .to_string(),
+                    )
+                };
+                let mut stream = reader.into_inner();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+                let _ = stream.shutdown();
+            }
+        });
+        Self {
+            url,
+            issued,
+            refused,
+        }
+    }
+
+    fn issued(&self) -> usize {
+        self.issued.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn refused(&self) -> usize {
+        self.refused.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// `[clusters.a.client]` for OIDC client credentials against `endpoint`, the secret from the
+/// environment variable `OIDC_SECRET`.
+fn oidc_client(endpoint: &TokenEndpoint, ca: &Ca) -> String {
+    format!(
+        "\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"OAUTHBEARER\"\n\
+         \"sasl.oauthbearer.method\" = \"oidc\"\n\"sasl.oauthbearer.client.id\" = \"refract-app\"\n\
+         \"sasl.oauthbearer.client.secret\" = \"${{env:OIDC_SECRET}}\"\n\
+         \"sasl.oauthbearer.token.endpoint.url\" = \"{}\"\n\"sasl.oauthbearer.scope\" = \"kafka\"\n\
+         \"https.ca.location\" = \"{}\"\n",
+        endpoint.url,
+        path_str(&ca.ca_pem())
+    )
+}
+
+/// OIDC client credentials: refract fetches the token from the endpoint (HTTPS, the test CA),
+/// hands it to every client, and refreshes it before it expires — the broker re-authenticates
+/// every connection each 3 s and refuses an expired token, so mirroring across several token
+/// lifetimes proves the refresh. A wrong secret is named as the endpoint's refusal.
+#[test]
+fn oidc_client_credentials_tokens_are_fetched_and_refreshed() {
+    let pki = pki();
+    let a = secure_broker(
+        "a",
+        &pki.ca,
+        &pki.server,
+        &[(
+            "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms",
+            "3000",
+        )],
+    );
+    let b = Broker::start("b");
+    let secret = "oidc-secret-5c81e0";
+    let endpoint = TokenEndpoint::start(&pki.server, "refract-app", secret, 6);
+    let topic = unique("oidc");
+    a.create_topic(&topic, 2);
+    let first = sample_records(&topic, 2, 100);
+    a.produce(&topic, &first);
+    let pipeline = format!(
+        "[clusters.a]\nbootstrap = \"{}\"\n[clusters.a.client]\n{}\n\
+         [clusters.b]\nbootstrap = \"{}\"\n\n\
+         [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"2s\"\n\
+         commit_interval = \"500ms\"\nreplication_factor = 1\n",
+        a.listener("SASL_PLAINTEXT"),
+        oidc_client(&endpoint, &pki.ca),
+        b.bootstrap,
+    );
+    let mirror = Refract::start_env(&pipeline, &[], &[("OIDC_SECRET", secret)]);
+    let remote = format!("a.{topic}");
+    mirror.wait("the first 100 records on b", || {
+        b.topics().contains_key(&remote) && b.counts(&remote).iter().sum::<i64>() >= 100
+    });
+    // Four token lifetimes: without a refresh the connections' re-authentication fails.
+    let seen = endpoint.issued();
+    mirror.wait("four more tokens issued", || endpoint.issued() >= seen + 4);
+    let second = sample_records(&format!("{topic}-later"), 2, 100);
+    a.produce(&topic, &second);
+    mirror.wait("all 200 records on b", || {
+        b.counts(&remote).iter().sum::<i64>() >= 200
+    });
+    let mut all = first.clone();
+    all.extend(second);
+    assert_eq!(b.read_all(&remote), by_partition(&all, 2));
+    assert_eq!(endpoint.refused(), 0, "every token request was well-formed");
+    let log = mirror.log();
+    assert!(!log.contains(secret), "the client secret leaked:\n{log}");
+    assert!(
+        !log.to_ascii_lowercase().contains("authentication failed")
+            && !log.contains("SASL authentication error"),
+        "no connection failed to (re-)authenticate:\n{log}"
+    );
+
+    // A wrong secret: `check --connect` names the cluster, the endpoint and its answer.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write_pipeline(dir.path(), &pipeline);
+    let out = std::process::Command::new(refract_bin())
+        .args(["check", "--connect", path_str(&path).as_str()])
+        .env("OIDC_SECRET", "wrong-secret-90ab")
+        .output()
+        .expect("refract check --connect");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for needle in [
+        "cluster a",
+        "authentication failed",
+        endpoint.url.as_str(),
+        "HTTP 401",
+        "invalid_client",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in:\n{text}");
+    }
+    assert!(!text.contains("wrong-secret-90ab"), "{text}");
 }

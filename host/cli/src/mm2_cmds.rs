@@ -10,6 +10,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use refract_config::{ClientRole, Cluster, Pipeline, PluginSpec};
+use refract_mirror::clients::Authenticated;
 use refract_mirror::mm2::{latest_for_group, Checkpoint, Heartbeat};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
@@ -47,7 +48,7 @@ pub struct Convert {
     file: PathBuf,
 }
 
-fn client(cluster: &Cluster) -> Result<BaseConsumer> {
+fn client(cluster: &Cluster) -> Result<Authenticated<BaseConsumer>> {
     // The group id is needed to assign partitions; nothing is committed under it.
     refract_mirror::clients::client_config(
         cluster,

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 
 use refract_config::{ClientRole, Pipeline};
+use refract_mirror::clients::{client_config, Authenticated};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,15 +83,19 @@ impl Status {
     fn offline(&self, pipeline: &Pipeline) -> Result<()> {
         for flow in &pipeline.flows {
             let source = &pipeline.clusters[&flow.source];
-            let mut config = ClientConfig::new();
-            for (k, v) in source.client_config(ClientRole::Consumer) {
-                config.set(k, v);
-            }
-            config.set("group.id", refract_mirror::progress_group(flow));
-            config.set("enable.auto.commit", "false");
-            let consumer: BaseConsumer = config
-                .create()
-                .with_context(|| format!("connecting to {}", flow.source))?;
+            let group = refract_mirror::progress_group(flow);
+            let consumer: Authenticated<BaseConsumer> = client_config(
+                source,
+                ClientRole::Consumer,
+                "refract-status",
+                &[],
+                &[
+                    ("group.id", group.as_str()),
+                    ("enable.auto.commit", "false"),
+                ],
+            )
+            .create()
+            .with_context(|| format!("connecting to {}", flow.source))?;
             let metadata = consumer.fetch_metadata(None, TIMEOUT)?;
             let mut tpl = TopicPartitionList::new();
             for t in metadata.topics() {

@@ -6,6 +6,7 @@ mod duration;
 mod error;
 mod mm2;
 mod model;
+mod oidc;
 mod raw;
 mod secrets;
 mod topics;
@@ -18,6 +19,7 @@ pub use model::{
     PluginLocation, PluginSpec, ProcessorSpec, BUILTIN_POLICIES, BUILTIN_PROCESSORS,
     COMPRESSION_TYPES,
 };
+pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use secrets::{is_sensitive_key, REDACTED};
 pub use topics::{
     PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,

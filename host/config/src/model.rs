@@ -122,7 +122,25 @@ impl Cluster {
     /// librdkafka properties for a client of `role`: bootstrap, then `client`, then the
     /// role's own table (later wins). References are resolved: these values may be secrets, so
     /// never log them; [`Cluster::display_settings`] is for showing.
+    /// With OIDC (`sasl.oauthbearer.method = "oidc"`), the OIDC settings are left out: refract
+    /// fetches the token itself ([`Cluster::oidc`]).
     pub fn client_config(&self, role: ClientRole) -> BTreeMap<String, String> {
+        let mut out = self.merged(role);
+        if crate::oidc::is_oidc(&out) {
+            out.retain(|k, _| !crate::oidc::is_oidc_key(k));
+        }
+        out
+    }
+
+    /// How clients of `role` fetch an OIDC token, when their settings ask for OIDC
+    /// (validated when the pipeline was loaded).
+    pub fn oidc(&self, role: ClientRole) -> Option<crate::Oidc> {
+        crate::oidc::from_settings(&self.merged(role))
+            .ok()
+            .flatten()
+    }
+
+    fn merged(&self, role: ClientRole) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         out.insert("bootstrap.servers".to_string(), self.bootstrap.clone());
         for (k, v) in self.client.iter().chain(self.role_table(role)) {
@@ -518,6 +536,7 @@ impl Builder<'_> {
         raw: Spanned<RawCluster>,
     ) -> Result<Cluster, ConfigError> {
         let name = alias.get_ref().clone();
+        let alias_span = alias.span();
         let key = format!("clusters.{name}");
         if let Err(problem) = check_alias(&name) {
             return self.err(alias.span(), key, problem.into());
@@ -551,6 +570,19 @@ impl Builder<'_> {
             oauthbearer_token,
         };
         self.check_static_token(&key, &cluster, raw_token_span)?;
+        for (role, table) in [
+            (ClientRole::Consumer, "consumer"),
+            (ClientRole::Producer, "producer"),
+            (ClientRole::Admin, "admin"),
+        ] {
+            if let Err(problem) = crate::oidc::from_settings(&cluster.merged(role)) {
+                return Err(self.loc.error(
+                    Some(alias_span.clone()),
+                    format!("{key}.client"),
+                    format!("OIDC settings of the cluster's {table} clients: {problem}"),
+                ));
+            }
+        }
         Ok(cluster)
     }
 
@@ -710,19 +742,6 @@ impl Builder<'_> {
                     );
                 }
             };
-            if name == "sasl.oauthbearer.method"
-                && value.resolved.trim().eq_ignore_ascii_case("oidc")
-            {
-                return self.err(
-                    span,
-                    full,
-                    "OIDC (sasl.oauthbearer.method = \"oidc\") is not in this build: librdkafka \
-                     fetches OIDC tokens with libcurl, which refract's vendored build does not \
-                     link; give the token itself as [clusters.<alias>.oauthbearer] token = \
-                     \"${file:/path/to/token}\" (read again on reload)"
-                        .into(),
-                );
-            }
             let store = match name.as_str() {
                 "ssl.keystore.location" => Some(secrets::keystore_hint as fn(&str) -> String),
                 "ssl.ca.location" => Some(secrets::truststore_hint as fn(&str) -> String),
@@ -1701,18 +1720,36 @@ mod secrets_tests {
             ("token = \"t\"\n", format!("{oauth}[clusters.a.admin]\n\"sasl.mechanism\" = \"PLAIN\"\n"), "clusters.a.oauthbearer.token", "a static OAUTHBEARER token needs \"sasl.mechanism\" = \"OAUTHBEARER\" for every client: set it in [clusters.a.client]"),
             ("token = \"t\"\n", format!("{oauth}\"enable.sasl.oauthbearer.unsecure.jwt\" = true\n"), "clusters.a.oauthbearer.token", "a static token and enable.sasl.oauthbearer.unsecure.jwt = true both supply the OAUTHBEARER token; keep one"),
         ];
-        // OIDC needs libcurl, which this build does not link: refused up front.
-        let text = format!("[clusters.a]\nbootstrap = \"h:1\"\n{oauth}\"sasl.oauthbearer.method\" = \"oidc\"\n{TAIL}");
+        // OIDC without its token endpoint: refused up front, naming the setting.
+        let text = format!("[clusters.a]\nbootstrap = \"h:1\"\n{oauth}\"sasl.oauthbearer.method\" = \"oidc\"\n\"sasl.oauthbearer.client.secret\" = \"s3cret\"\n{TAIL}");
         let err = parse_in(dir.path(), &text).unwrap_err();
+        assert_eq!(err.key, "clusters.a.client", "{err}");
         assert_eq!(
-            err.key, "clusters.a.client.\"sasl.oauthbearer.method\"",
-            "{err}"
+            err.message,
+            "OIDC settings of the cluster's consumer clients: sasl.oauthbearer.method = \"oidc\" needs \"sasl.oauthbearer.token.endpoint.url\"",
         );
-        assert!(
-            err.message
-                .starts_with("OIDC (sasl.oauthbearer.method = \"oidc\") is not in this build"),
-            "{err}"
-        );
+        // Complete: librdkafka gets none of the OIDC settings; refract's token client gets all.
+        let text = format!("[clusters.a]\nbootstrap = \"h:1\"\n{oauth}\"sasl.oauthbearer.method\" = \"oidc\"\n\"sasl.oauthbearer.client.secret\" = \"s3cret\"\n\"sasl.oauthbearer.client.id\" = \"refract\"\n\"sasl.oauthbearer.token.endpoint.url\" = \"https://idp/token\"\n\"https.ca.location\" = \"ca.pem\"\n{TAIL}");
+        let p = parse_in(dir.path(), &text).unwrap();
+        let a = &p.clusters["a"];
+        for role in [
+            ClientRole::Consumer,
+            ClientRole::Producer,
+            ClientRole::Admin,
+        ] {
+            let librdkafka = a.client_config(role);
+            assert!(
+                librdkafka
+                    .keys()
+                    .all(|k| !k.starts_with("sasl.oauthbearer.") && !k.starts_with("https.")),
+                "{librdkafka:?}"
+            );
+            assert_eq!(librdkafka["sasl.mechanism"], "OAUTHBEARER");
+            let oidc = a.oidc(role).expect("oidc");
+            assert_eq!(oidc.client_secret, "s3cret");
+            assert_eq!(oidc.ca_location.as_deref(), Some("ca.pem"));
+        }
+        assert!(!format!("{a:?}").contains("s3cret"));
         for (table, client, key, message) in cases {
             let text = format!("[clusters.a]\nbootstrap = \"h:1\"\n[clusters.a.oauthbearer]\n{table}{client}{TAIL}");
             let err = parse_in(dir.path(), &text).unwrap_err();

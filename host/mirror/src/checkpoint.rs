@@ -21,7 +21,7 @@ use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 use crate::admin_ffi::commit_within;
-use crate::clients::{client_config, ensure_topic, list_topics, REQUEST_TIMEOUT};
+use crate::clients::{client_config, ensure_topic, list_topics, Authenticated, REQUEST_TIMEOUT};
 use crate::flow::{lock, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::Metrics;
@@ -43,12 +43,12 @@ pub struct CheckpointRunner {
 }
 
 struct Clients {
-    source_admin: AdminClient<DefaultClientContext>,
-    source_meta: BaseConsumer,
-    syncs: BaseConsumer,
-    target_admin: AdminClient<DefaultClientContext>,
-    target_meta: BaseConsumer,
-    producer: BaseProducer,
+    source_admin: Authenticated<AdminClient<DefaultClientContext>>,
+    source_meta: Authenticated<BaseConsumer>,
+    syncs: Authenticated<BaseConsumer>,
+    target_admin: Authenticated<AdminClient<DefaultClientContext>>,
+    target_meta: Authenticated<BaseConsumer>,
+    producer: Authenticated<BaseProducer>,
 }
 
 struct State {
@@ -61,12 +61,12 @@ struct State {
     unknown_state: HashSet<String>,
     /// One client per group and cluster, kept for the run: closing a client that has a group id
     /// waits on the group coordinator, which can take long; see [`drop_in_background`].
-    group_clients: HashMap<(bool, String), BaseConsumer>,
+    group_clients: HashMap<(bool, String), Authenticated<BaseConsumer>>,
 }
 
 /// Drops clients on a thread of their own: closing a consumer with a group id waits for the
 /// group coordinator and must not hold up a flow or shutdown.
-fn drop_in_background(clients: Vec<BaseConsumer>) {
+fn drop_in_background(clients: Vec<Authenticated<BaseConsumer>>) {
     if clients.is_empty() {
         return;
     }
@@ -250,7 +250,7 @@ impl CheckpointRunner {
             } else {
                 &self.source
             };
-            let consumer: BaseConsumer = client_config(
+            let consumer: Authenticated<BaseConsumer> = client_config(
                 cluster,
                 ClientRole::Consumer,
                 &format!("refract-{}-{}-groups", self.flow.source, self.flow.target),
@@ -264,6 +264,7 @@ impl CheckpointRunner {
         state
             .group_clients
             .get(&key)
+            .map(|c| &**c)
             .context("group client vanished")
     }
 
@@ -330,7 +331,7 @@ impl CheckpointRunner {
         if high <= low {
             return store;
         }
-        let reader: BaseConsumer = match client_config(
+        let reader: Authenticated<BaseConsumer> = match client_config(
             &self.target,
             ClientRole::Consumer,
             "refract-checkpoints-reader",

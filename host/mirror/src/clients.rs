@@ -38,11 +38,11 @@ pub fn client_config(
     KafkaConfig {
         config,
         cluster: cluster.clone(),
+        role,
     }
 }
 
-/// A librdkafka client whose native handle refract can reach (to hand it a static OAUTHBEARER
-/// token).
+/// A librdkafka client whose native handle refract can reach (to hand it an OAUTHBEARER token).
 pub trait NativeHandle {
     /// librdkafka's `rd_kafka_t`.
     fn native(&self) -> *mut rdkafka_sys::rd_kafka_t;
@@ -68,11 +68,42 @@ impl<C: rdkafka::client::ClientContext> NativeHandle for AdminClient<C> {
     }
 }
 
+/// A librdkafka client whose OAUTHBEARER token refract keeps fresh while it lives (when the
+/// cluster's clients take their token from refract: a static token or OIDC, see
+/// [`crate::oauth`]). Derefs to the client.
+pub struct Authenticated<T> {
+    // Dropped first: the token refresher lets go of the client before it is destroyed.
+    registration: Option<crate::oauth::Registration>,
+    client: T,
+}
+
+impl<T> std::ops::Deref for Authenticated<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.client
+    }
+}
+
+impl<T> std::ops::DerefMut for Authenticated<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.client
+    }
+}
+
+impl<T> Authenticated<T> {
+    /// Whether refract supplies this client's OAUTHBEARER token.
+    pub fn has_token(&self) -> bool {
+        self.registration.is_some()
+    }
+}
+
 /// A librdkafka config for one cluster's client, with what librdkafka cannot take as a property:
-/// a static OAUTHBEARER token, handed to every client created from it before it connects.
+/// an OAUTHBEARER token refract supplies (static or OIDC), handed to every client created from
+/// it before it connects and refreshed while it lives.
 pub struct KafkaConfig {
     config: ClientConfig,
     cluster: Cluster,
+    role: ClientRole,
 }
 
 impl KafkaConfig {
@@ -88,26 +119,37 @@ impl KafkaConfig {
     }
 
     /// Creates a client.
-    pub fn create<T>(&self) -> rdkafka::error::KafkaResult<T>
+    pub fn create<T>(&self) -> rdkafka::error::KafkaResult<Authenticated<T>>
     where
         T: rdkafka::config::FromClientConfig + NativeHandle,
     {
         let client: T = self.config.create().map_err(redact)?;
-        authenticate(&client, &self.cluster)
-            .map_err(|e| rdkafka::error::KafkaError::ClientCreation(format!("{e:#}")))?;
-        Ok(client)
+        self.authenticate(client)
     }
 
     /// Creates a client with a context.
-    pub fn create_with_context<C, T>(&self, context: C) -> rdkafka::error::KafkaResult<T>
+    pub fn create_with_context<C, T>(
+        &self,
+        context: C,
+    ) -> rdkafka::error::KafkaResult<Authenticated<T>>
     where
         C: rdkafka::client::ClientContext,
         T: rdkafka::config::FromClientConfigAndContext<C> + NativeHandle,
     {
         let client: T = self.config.create_with_context(context).map_err(redact)?;
-        authenticate(&client, &self.cluster)
+        self.authenticate(client)
+    }
+
+    fn authenticate<T: NativeHandle>(
+        &self,
+        client: T,
+    ) -> rdkafka::error::KafkaResult<Authenticated<T>> {
+        let registration = crate::oauth::attach(client.native(), &self.cluster, self.role)
             .map_err(|e| rdkafka::error::KafkaError::ClientCreation(format!("{e:#}")))?;
-        Ok(client)
+        Ok(Authenticated {
+            registration,
+            client,
+        })
     }
 }
 
@@ -124,82 +166,6 @@ fn redact(e: rdkafka::error::KafkaError) -> rdkafka::error::KafkaError {
         }
         other => other,
     }
-}
-
-/// Hands `client` the cluster's static OAUTHBEARER token, if it has one. The token's lifetime
-/// and principal come from its JWT claims (`exp`, `sub`); an opaque token is taken as valid for
-/// a day, for principal `refract`. librdkafka cannot refresh a static token: a token that
-/// expires needs a reload with a new one, or OIDC (`sasl.oauthbearer.method = "oidc"`).
-pub fn authenticate<T: NativeHandle>(client: &T, cluster: &Cluster) -> Result<()> {
-    let Some(token) = cluster.static_oauth_token() else {
-        return Ok(());
-    };
-    let (lifetime_ms, principal) = token_claims(token);
-    let c = |s: &str, what: &str| {
-        std::ffi::CString::new(s).with_context(|| {
-            format!(
-                "cluster {}: the static OAUTHBEARER token's {what} holds a NUL byte",
-                cluster.alias
-            )
-        })
-    };
-    let (token_c, principal_c) = (c(token.trim(), "value")?, c(&principal, "principal")?);
-    let mut errstr = [0 as std::os::raw::c_char; 512];
-    // SAFETY: the handle is live for the call; librdkafka copies the strings it is given.
-    let code = unsafe {
-        rdkafka_sys::rd_kafka_oauthbearer_set_token(
-            client.native(),
-            token_c.as_ptr(),
-            lifetime_ms,
-            principal_c.as_ptr(),
-            std::ptr::null_mut(),
-            0,
-            errstr.as_mut_ptr(),
-            errstr.len(),
-        )
-    };
-    if code != rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        // SAFETY: librdkafka NUL-terminates errstr.
-        let why = unsafe { std::ffi::CStr::from_ptr(errstr.as_ptr()) }.to_string_lossy();
-        anyhow::bail!(
-            "cluster {}: librdkafka refused the static OAUTHBEARER token (is `sasl.mechanism` \
-             OAUTHBEARER?): {why}",
-            cluster.alias
-        );
-    }
-    Ok(())
-}
-
-/// (expiry in epoch ms, principal) of a bearer token: its JWT `exp` and `sub` claims when it is
-/// a JWT, else a day from now and `refract`.
-fn token_claims(token: &str) -> (i64, String) {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    let fallback = (now_ms + 86_400_000, "refract".to_string());
-    let Some(payload) = token.trim().split('.').nth(1) else {
-        return fallback;
-    };
-    let mut b64 = payload.replace('-', "+").replace('_', "/");
-    while b64.len() % 4 != 0 {
-        b64.push('=');
-    }
-    let Ok(bytes) = openssl::base64::decode_block(&b64) else {
-        return fallback;
-    };
-    let Ok(claims) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return fallback;
-    };
-    let exp = claims
-        .get("exp")
-        .and_then(serde_json::Value::as_i64)
-        .map_or(fallback.0, |s| s * 1000);
-    let sub = claims
-        .get("sub")
-        .and_then(serde_json::Value::as_str)
-        .map_or(fallback.1, str::to_string);
-    (exp, sub)
 }
 
 /// Topic names and partition counts of a cluster, skipping topics the broker reports errors for.
@@ -331,15 +297,5 @@ mod tests {
             .unwrap_or_default();
         assert!(!err.is_empty(), "librdkafka refuses the config");
         assert!(!err.contains("s3cr3t-value"), "{err}");
-    }
-
-    #[test]
-    fn token_claims_come_from_the_jwt() {
-        // {"alg":"none"} . {"sub":"mirror","exp":2000000000}
-        let jwt = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJtaXJyb3IiLCJleHAiOjIwMDAwMDAwMDB9.";
-        assert_eq!(token_claims(jwt), (2_000_000_000_000, "mirror".to_string()));
-        let (exp, sub) = token_claims("opaque-token");
-        assert_eq!(sub, "refract");
-        assert!(exp > 1_700_000_000_000);
     }
 }

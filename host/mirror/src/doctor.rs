@@ -30,7 +30,7 @@ use refract_config::{
 use refract_plugin::ReplicationPolicy;
 
 use crate::admin_ffi::{self, TopicAccess};
-use crate::clients::client_config;
+use crate::clients::{client_config, Authenticated};
 use crate::planner::TopicPlanner;
 use crate::PreparedFlow;
 
@@ -584,7 +584,7 @@ struct Session {
     bootstrap: String,
     protocol: String,
     principal: Principal,
-    admin: AdminClient<Capture>,
+    admin: Authenticated<AdminClient<Capture>>,
     /// Topics the principal can see (name, partitions).
     topics: Vec<(String, i32)>,
     described: HashMap<String, TopicAccess>,
@@ -604,9 +604,19 @@ impl Session {
         };
         let config = client_config(cluster, ClientRole::Admin, CLIENT_ID, &[], &[]);
         // A producer client: polling it serves librdkafka's log and error events.
-        let probe: BaseProducer<Capture> = config
+        // A token refract supplies (OIDC, static) is fetched or read as the client is created:
+        // a refusal there is the login failing.
+        let refused = |e: rdkafka::error::KafkaError| match e {
+            rdkafka::error::KafkaError::ClientCreation(why)
+                if crate::oauth::supplies_token(cluster, ClientRole::Admin) =>
+            {
+                error(Cause::Authentication(why), &[])
+            }
+            e => error(Cause::Config(e.to_string()), &[]),
+        };
+        let probe: Authenticated<BaseProducer<Capture>> = config
             .create_with_context(Capture::default())
-            .map_err(|e| error(Cause::Config(e.to_string()), &[]))?;
+            .map_err(refused)?;
         let deadline = Instant::now() + timeout;
         let metadata = loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -632,14 +642,22 @@ impl Session {
             .filter(|t| t.error().is_none())
             .map(|t| (t.name().to_string(), t.partitions().len() as i32))
             .collect();
-        let admin: AdminClient<Capture> = config
+        let admin: Authenticated<AdminClient<Capture>> = config
             .create_with_context(Capture::default())
             .map_err(|e| error(Cause::Config(e.to_string()), &[]))?;
         Ok(Self {
             label,
             bootstrap: cluster.bootstrap.clone(),
             protocol: protocol(&settings),
-            principal: principal(&settings),
+            principal: match crate::oauth::principal(cluster, ClientRole::Admin) {
+                Some(sub) => Principal {
+                    name: format!("User:{sub}"),
+                    note: "the subject of the token refract obtained; the broker's \
+                           sasl.oauthbearer.sub.claim.name may pick another claim"
+                        .into(),
+                },
+                None => principal(&settings),
+            },
             admin,
             topics,
             described: HashMap::new(),

@@ -29,7 +29,7 @@ use crate::source_queue::{Polled, SourceError, SourceMessage, SourceQueue};
 
 use crate::clients::{
     await_partitions, client_config, create_topic, ensure_topic, grow_topic, list_topics,
-    REQUEST_TIMEOUT,
+    Authenticated, REQUEST_TIMEOUT,
 };
 use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
@@ -351,13 +351,13 @@ pub struct FlowRunner {
 }
 
 struct Clients {
-    consumer: BaseConsumer,
-    target_meta: BaseConsumer,
-    admin: AdminClient<DefaultClientContext>,
-    producer: BaseProducer<DeliveryContext>,
-    source_admin: AdminClient<DefaultClientContext>,
+    consumer: Authenticated<BaseConsumer>,
+    target_meta: Authenticated<BaseConsumer>,
+    admin: Authenticated<AdminClient<DefaultClientContext>>,
+    producer: Authenticated<BaseProducer<DeliveryContext>>,
+    source_admin: Authenticated<AdminClient<DefaultClientContext>>,
     /// Writes offset syncs (location = source) and the reverse pair's heartbeats to the source.
-    source_producer: Option<BaseProducer>,
+    source_producer: Option<Authenticated<BaseProducer>>,
 }
 
 /// MirrorMaker 2's side channels of a flow: offset syncs and heartbeats.
@@ -600,7 +600,7 @@ impl FlowRunner {
         }
         let id = format!("refract-{}-{}", self.flow.source, self.flow.target);
         let group = progress_group(&self.flow);
-        let consumer: BaseConsumer = client_config(
+        let consumer: Authenticated<BaseConsumer> = client_config(
             &self.source,
             ClientRole::Consumer,
             &id,
@@ -628,7 +628,7 @@ impl FlowRunner {
         // Also commits, under the same group name on the target, the target position just past the
         // last acknowledged record of each remote partition: on restart the records between it
         // and the target's end are the ones that will be mirrored twice.
-        let target_meta: BaseConsumer = client_config(
+        let target_meta: Authenticated<BaseConsumer> = client_config(
             &self.target,
             ClientRole::Admin,
             &id,
@@ -645,7 +645,7 @@ impl FlowRunner {
                 self.target.alias
             )
         })?;
-        let admin: AdminClient<DefaultClientContext> =
+        let admin: Authenticated<AdminClient<DefaultClientContext>> =
             client_config(&self.target, ClientRole::Admin, &id, &[], &[])
                 .create()
                 .with_context(|| {
@@ -659,7 +659,7 @@ impl FlowRunner {
         if let Some(codec) = &self.flow.compression {
             forced.push(("compression.type", codec.as_str()));
         }
-        let producer: BaseProducer<DeliveryContext> = client_config(
+        let producer: Authenticated<BaseProducer<DeliveryContext>> = client_config(
             &self.target,
             ClientRole::Producer,
             &id,
@@ -677,7 +677,7 @@ impl FlowRunner {
                 self.target.alias
             )
         })?;
-        let source_admin: AdminClient<DefaultClientContext> =
+        let source_admin: Authenticated<AdminClient<DefaultClientContext>> =
             client_config(&self.source, ClientRole::Admin, &id, &[], &[])
                 .create()
                 .with_context(|| {

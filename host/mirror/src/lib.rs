@@ -11,6 +11,7 @@ pub mod doctor;
 mod flow;
 pub mod groups;
 pub mod mm2;
+pub mod oauth;
 mod planner;
 mod progress;
 mod source_queue;

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
 use refract_plugin::ReplicationPolicy;
 
-use crate::clients::{client_config, list_topics, REQUEST_TIMEOUT};
+use crate::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
 use crate::mm2::connect_offsets::{duplicates_after, sync_for, Mm2Positions};
 use crate::mm2::OffsetSync;
 
@@ -203,7 +203,7 @@ fn read_to_end(
     mut each: impl FnMut(Option<&[u8]>, Option<&[u8]>),
 ) -> Result<bool> {
     // librdkafka wants a group id even to assign; nothing is ever committed under it.
-    let consumer: BaseConsumer = client_config(
+    let consumer: Authenticated<BaseConsumer> = client_config(
         cluster,
         ClientRole::Consumer,
         client_id,

@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 use refract_config::{ClientRole, Cluster, Flow, PatternList, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ReplicationPolicy};
 
-use crate::clients::{client_config, list_topics, REQUEST_TIMEOUT};
+use crate::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
 use crate::planner::TopicPlanner;
 use crate::PROVENANCE_HEADER;
 
@@ -352,15 +352,15 @@ impl PartitionRead {
 /// Mirrored partitions of one flow with their watermarks, and the clients to read them.
 struct FlowPlan {
     report: FlowReport,
-    source_client: BaseConsumer,
-    target_client: BaseConsumer,
+    source_client: Authenticated<BaseConsumer>,
+    target_client: Authenticated<BaseConsumer>,
     /// (source topic, remote topic, partition, index into `target`).
     entries: Vec<(String, String, i32, Result<usize, Missing>)>,
     source: Vec<PartitionRead>,
     target: Vec<PartitionRead>,
 }
 
-fn consumer(cluster: &Cluster, flow: &str) -> Result<BaseConsumer> {
+fn consumer(cluster: &Cluster, flow: &str) -> Result<Authenticated<BaseConsumer>> {
     client_config(
         cluster,
         ClientRole::Consumer,
