@@ -556,3 +556,125 @@ fn documented_minimal_acls_are_enough_to_mirror() {
         assert!(!log.contains(bad), "refract hit {bad}:\n{log}");
     }
 }
+
+/// A principal missing one ACL at run time — Write on the remote topics of the target — gets a
+/// degraded flow that names the partition, the reason and the cluster, never a silent stall;
+/// `check --connect` names the missing ACL and the command that adds it.
+#[test]
+fn a_missing_write_acl_degrades_the_flow_and_check_names_it() {
+    let ca = Ca::new("doctor CA");
+    let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
+    let a = Broker::start("a");
+    let b = secure_broker(
+        "b",
+        &ca,
+        &server,
+        &[
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+            ("super.users", "User:ANONYMOUS;User:admin"),
+            ("allow.everyone.if.no.acl.found", "false"),
+        ],
+    );
+    let prefix = unique("payments");
+    let topic = format!("{prefix}-eu");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 2);
+    a.produce(&topic, &sample_records(&topic, 2, 20));
+    let add = |args: &[&str]| {
+        let mut all = vec!["--add", "--allow-principal", "User:mirror"];
+        all.extend_from_slice(args);
+        b.tool(ACL_TOOL, &all);
+    };
+    // Everything the target side needs except Write on the remote topics.
+    add(&[
+        "--operation",
+        "Create",
+        "--operation",
+        "Describe",
+        "--operation",
+        "DescribeConfigs",
+        "--topic",
+        &format!("a.{prefix}"),
+        "--resource-pattern-type",
+        "prefixed",
+    ]);
+    add(&["--operation", "Read", "--group", "refract-a-b"]);
+    let bb = b.listener("SASL_PLAINTEXT").to_string();
+    let pipeline = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n{}{}{}",
+        cluster("a", &a.bootstrap, &[]),
+        cluster(
+            "b",
+            &bb,
+            &[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "mirror"),
+                ("sasl.password", MIRROR_PASSWORD),
+            ],
+        ),
+        flow(
+            "a",
+            "b",
+            &format!("{prefix}.*"),
+            "sync_topic_acls = false\nsync_topic_configs = false\nemit_heartbeats = false\n\
+             emit_checkpoints = false\nemit_offset_syncs = false\nrefresh_topics_interval = \"1s\"\n\
+             commit_interval = \"500ms\"\n"
+        )
+    );
+
+    let mirror = Refract::start(&pipeline, &[]);
+    let addr = mirror.metrics_addr();
+    let metrics = || http(&addr, "GET", "/metrics").1;
+    mirror.wait("both partitions failing with authorization", || {
+        let body = metrics();
+        (0..2).all(|p| {
+            series(
+                &body,
+                "refract_partition_errors_total",
+                &[
+                    ("flow", "a->b"),
+                    ("topic", topic.as_str()),
+                    ("partition", p.to_string().as_str()),
+                    ("reason", "authorization"),
+                ],
+            )
+            .is_some_and(|n| n >= 1.0)
+        })
+    });
+    let (status, body) = http(&addr, "GET", "/health");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("a->b: degraded"), "{body}");
+    let log = mirror.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains(&format!("{topic}[0] degraded (authorization)")))
+        .unwrap_or_else(|| panic!("a degraded warning for {topic}[0] in:\n{log}"));
+    assert!(
+        warning.contains("cluster b")
+            && warning
+                .to_ascii_lowercase()
+                .contains("authorization failed"),
+        "the warning names the cluster and the broker's refusal: {warning}"
+    );
+    assert!(!log.contains(MIRROR_PASSWORD), "{log}");
+    assert_eq!(b.counts(&remote).iter().sum::<i64>(), 0, "nothing written");
+    // The remote topics exist now (refract created them): `check --connect` names the missing
+    // ACL and the command that adds it.
+    let (code, out) = check_connect(&pipeline);
+    assert_eq!(code, 1, "{out}");
+    let write = out
+        .lines()
+        .find(|l| l.starts_with("  no ") && l.contains(&format!("topic {remote} ")))
+        .unwrap_or_else(|| panic!("a line for the remote topics in:\n{out}"));
+    assert!(
+        write.contains("missing: write")
+            && write.contains(&format!(
+                "kafka-acls --bootstrap-server {bb} --add --allow-principal User:mirror --operation Write --topic {remote}"
+            )),
+        "{write}"
+    );
+}

@@ -208,10 +208,24 @@ fn oauthbearer_unsecured_source_and_static_token_target_mirror() {
 fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
     let pki = pki();
     let a = secure_broker("a", &pki.ca, &pki.server, &[]);
+    let expired = pki
+        .ca
+        .issue("expired", "broker", &["127.0.0.1", "localhost"], true);
+    let wrong_host = pki
+        .ca
+        .issue("wrong-host", "broker", &["wrong.example"], false);
+    let old = secure_broker("old", &pki.ca, &expired, &[]);
+    let elsewhere = secure_broker("elsewhere", &pki.ca, &wrong_host, &[]);
     let stranger = Ca::new("some other CA");
     let wrong_password = "not-the-password-4411";
+    let trusted = format!(
+        "\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = \"{}\"\n",
+        path_str(&pki.ca.ca_pem())
+    );
+    // (bootstrap, client settings, protocol shown, cause shown)
     let cases = [
         (
+            a.listener("SASL_SSL"),
             format!(
                 "\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\
                  \"sasl.username\" = \"mirror\"\n\"sasl.password\" = \"{wrong_password}\"\n\
@@ -222,25 +236,37 @@ fn run_names_the_cluster_and_the_cause_of_a_failed_login_or_handshake() {
             "authentication failed",
         ),
         (
+            a.listener("SSL"),
             format!(
                 "\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = \"{}\"\n",
                 path_str(&stranger.ca_pem())
             ),
             "SSL",
-            "TLS handshake failed",
+            "TLS handshake failed: the broker's certificate is not signed by a CA this client trusts",
+        ),
+        (
+            old.listener("SSL"),
+            trusted.clone(),
+            "SSL",
+            "TLS handshake failed: the broker's certificate has expired",
+        ),
+        (
+            elsewhere.listener("SSL"),
+            trusted.clone(),
+            "SSL",
+            "TLS handshake failed: the broker's certificate does not match the host name",
         ),
     ];
-    for (client, listener, cause) in cases {
+    for (bootstrap, client, listener, cause) in cases {
         let pipeline = format!(
-            "[clusters.a]\nbootstrap = \"{}\"\n[clusters.a.client]\n{client}\n\
+            "[clusters.a]\nbootstrap = \"{bootstrap}\"\n[clusters.a.client]\n{client}\n\
              [clusters.b]\nbootstrap = \"{}\"\n\n\
              [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{}\"]\n",
-            a.listener(listener),
             a.bootstrap,
             unique("never")
         );
         let mirror = Refract::start(&pipeline, &[]);
-        let named = format!("cluster a ({}, {listener}", a.listener(listener));
+        let named = format!("cluster a ({bootstrap}, {listener}");
         mirror.wait(
             &format!("the flow to fail naming {named} and {cause:?}"),
             || {

@@ -231,6 +231,37 @@ struct DeliveryContext {
     /// Wall-clock ms when the flow last served delivery reports ([`poll_producer`]); delivery
     /// callbacks run inside that call, so it stands for "now" in them without a clock read each.
     now_ms: AtomicI64,
+    /// The target cluster's alias, for the failure a partition is marked with.
+    target: String,
+    /// The producer's own handle, set once it exists: delivery reports are only served while it
+    /// lives, and a fatal error's cause is read from it.
+    native: std::sync::atomic::AtomicPtr<rdkafka_sys::rd_kafka_t>,
+    /// Whether the target acknowledged any record of this producer.
+    acked_any: std::sync::atomic::AtomicBool,
+}
+
+impl DeliveryContext {
+    /// The producer's fatal error (idempotence lost: a PID refused, a sequence gap), which
+    /// librdkafka reports on each failed record only as "Fatal error" or "Purged".
+    fn fatal(&self) -> Option<(RDKafkaErrorCode, String)> {
+        let native = self.native.load(Ordering::Acquire);
+        if native.is_null() {
+            return None;
+        }
+        let mut buf = [0 as std::os::raw::c_char; 512];
+        // SAFETY: `native` is the handle of the producer that owns this context and is alive
+        // while its delivery reports are served; librdkafka NUL-terminates `buf`.
+        let code =
+            unsafe { rdkafka_sys::rd_kafka_fatal_error(native, buf.as_mut_ptr(), buf.len()) };
+        if code == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return None;
+        }
+        // SAFETY: see above.
+        let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        Some((code.into(), text))
+    }
 }
 
 impl ClientContext for DeliveryContext {}
@@ -254,6 +285,7 @@ impl ProducerContext for DeliveryContext {
         };
         match result {
             Ok(m) => {
+                self.acked_any.store(true, Ordering::Relaxed);
                 p.acked(offset, primary.then(|| m.offset()));
                 if primary && p.metrics.is_some() {
                     p.acked += 1;
@@ -264,9 +296,23 @@ impl ProducerContext for DeliveryContext {
                 }
             }
             Err((e, _)) => {
-                let (reason, error) = match e.rdkafka_error_code() {
-                    Some(code) => (Reason::of_delivery(code), describe(code)),
-                    None => (Reason::Produce, e.to_string()),
+                let (reason, error) = match (e.rdkafka_error_code(), self.fatal()) {
+                    (_, Some((code, why))) => (
+                        Reason::of_delivery(code),
+                        format!(
+                            "writing to cluster {}: the producer failed fatally: {}: {why}",
+                            self.target,
+                            describe(code)
+                        ),
+                    ),
+                    (Some(code), None) => (
+                        Reason::of_delivery(code),
+                        format!("writing to cluster {}: {}", self.target, describe(code)),
+                    ),
+                    (None, None) => (
+                        Reason::Produce,
+                        format!("writing to cluster {}: {e}", self.target),
+                    ),
                 };
                 p.failed(offset, reason, error);
             }
@@ -470,7 +516,8 @@ impl FlowRunner {
     pub fn run(&self) -> Result<()> {
         let name = self.flow.name();
         let progress = Arc::new(Mutex::new(Vec::new()));
-        let clients = self.connect(&name, progress.clone())?;
+        let mut clients = self.connect(&name, progress.clone())?;
+        let mut fatal_streak = 0u32;
         let queue = SourceQueue::new(&clients.consumer)
             .with_context(|| format!("flow {name}: the source consumer has no queue"))?;
         // A fresh start reads every partition again: earlier degraded marks no longer hold.
@@ -545,6 +592,12 @@ impl FlowRunner {
             }
             self.forward_batch(&clients, &queue, &mut slots, &progress, &mut chain)?;
             poll_producer(&clients, Duration::ZERO);
+            self.replace_failed_producer(
+                &name,
+                &mut clients.producer,
+                &progress,
+                &mut fatal_streak,
+            )?;
             if Instant::now() >= next_stats {
                 publish_stats(&progress);
                 next_stats = Instant::now() + STATS_INTERVAL;
@@ -654,29 +707,7 @@ impl FlowRunner {
                         self.target.alias
                     )
                 })?;
-        // The flow's `compression` wins over the target cluster's producer table.
-        let mut forced = vec![("enable.idempotence", "true"), ("acks", "all")];
-        if let Some(codec) = &self.flow.compression {
-            forced.push(("compression.type", codec.as_str()));
-        }
-        let producer: Authenticated<BaseProducer<DeliveryContext>> = client_config(
-            &self.target,
-            ClientRole::Producer,
-            &id,
-            &[("linger.ms", "5")],
-            &forced,
-        )
-        .create_with_context(DeliveryContext {
-            progress,
-            inflight: self.flow_metrics.as_ref().map(|m| m.inflight_bytes.clone()),
-            now_ms: AtomicI64::new(now_ms()),
-        })
-        .with_context(|| {
-            format!(
-                "flow {name}: creating the producer for target cluster {}",
-                self.target.alias
-            )
-        })?;
+        let producer = self.producer(name, &id, progress)?;
         let source_admin: Authenticated<AdminClient<DefaultClientContext>> =
             client_config(&self.source, ClientRole::Admin, &id, &[], &[])
                 .create()
@@ -717,6 +748,85 @@ impl FlowRunner {
             source_admin,
             source_producer,
         })
+    }
+
+    /// The flow's producer on the target: idempotent, `acks=all`, delivery reports routed to
+    /// the partitions' progress.
+    fn producer(
+        &self,
+        name: &str,
+        id: &str,
+        progress: Progress,
+    ) -> Result<Authenticated<BaseProducer<DeliveryContext>>> {
+        // The flow's `compression` wins over the target cluster's producer table.
+        let mut forced = vec![("enable.idempotence", "true"), ("acks", "all")];
+        if let Some(codec) = &self.flow.compression {
+            forced.push(("compression.type", codec.as_str()));
+        }
+        let producer: Authenticated<BaseProducer<DeliveryContext>> = client_config(
+            &self.target,
+            ClientRole::Producer,
+            id,
+            &[("linger.ms", "5")],
+            &forced,
+        )
+        .create_with_context(DeliveryContext {
+            progress,
+            inflight: self.flow_metrics.as_ref().map(|m| m.inflight_bytes.clone()),
+            now_ms: AtomicI64::new(now_ms()),
+            target: self.target.alias.clone(),
+            native: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            acked_any: std::sync::atomic::AtomicBool::new(false),
+        })
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the producer for target cluster {}",
+                self.target.alias
+            )
+        })?;
+        producer
+            .context()
+            .native
+            .store(producer.client().native_ptr(), Ordering::Release);
+        Ok(producer)
+    }
+
+    /// A producer that failed fatally (librdkafka's idempotence state is lost: the target
+    /// refused a producer id, or sequence numbers broke after a target restart) can send
+    /// nothing again. Its unacknowledged records have failed their partitions, which are retried
+    /// from their last acknowledged position; this replaces the producer they will be retried
+    /// with. Logged once per run of fatal errors.
+    fn replace_failed_producer(
+        &self,
+        name: &str,
+        producer: &mut Authenticated<BaseProducer<DeliveryContext>>,
+        progress: &Progress,
+        fatal_streak: &mut u32,
+    ) -> Result<()> {
+        let Some((code, why)) = producer.context().fatal() else {
+            if *fatal_streak > 0 && producer.context().acked_any.load(Ordering::Relaxed) {
+                info!(flow = %name, "the producer for cluster {} works again after {} fatal failures", self.target.alias, *fatal_streak);
+                *fatal_streak = 0;
+            }
+            return Ok(());
+        };
+        // Serve the reports of what it still held, so every failed record reaches its partition.
+        producer.context().now_ms.store(now_ms(), Ordering::Relaxed);
+        producer.poll(Duration::ZERO);
+        let id = format!("refract-{}-{}", self.flow.source, self.flow.target);
+        let fresh = self.producer(name, &id, progress.clone())?;
+        let old = std::mem::replace(producer, fresh);
+        *fatal_streak += 1;
+        if *fatal_streak == 1 {
+            warn!(flow = %name, "the producer for cluster {} failed fatally ({}: {why}); replaced with a new one, the partitions it failed are retried from their last acknowledged records", self.target.alias, describe(code));
+        } else {
+            debug!(flow = %name, "the producer for cluster {} failed fatally again ({}: {why}); replaced", self.target.alias, describe(code));
+        }
+        // Closing it may wait for brokers; its records are already failed.
+        let _ = std::thread::Builder::new()
+            .name("close failed producer".into())
+            .spawn(move || drop(old));
+        Ok(())
     }
 
     /// Lists source topics, plans them, makes sure remote topics exist, and assigns partitions
