@@ -162,7 +162,10 @@ fn an_oversized_record_degrades_its_partition_only_and_recovers_once_accepted() 
     assert_eq!(d["remote_topic"], remote.as_str());
     assert_eq!(d["partition"], 0);
     assert_eq!(d["reason"], "record_too_large");
-    assert_eq!(d["error"], "writing to cluster b: Broker: Message size too large");
+    assert_eq!(
+        d["error"],
+        "writing to cluster b: Broker: Message size too large"
+    );
     assert_eq!(d["offset"], 5);
     assert!(d["retries"].as_u64().is_some_and(|n| n >= 1), "{d}");
     assert!(
