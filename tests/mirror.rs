@@ -331,37 +331,9 @@ fn sigkill_mid_flow_loses_nothing() {
             .zip([5000i64; 4])
             .all(|(got, want)| *got >= want)
     });
-    let got = b.read_all(&remote);
-    let want = by_partition(&records, 4);
-    let mut duplicates = 0;
-    for p in 0..4 {
-        let have: BTreeSet<&Vec<u8>> = got[p].iter().filter_map(|r| r.value.as_ref()).collect();
-        for w in &want[p] {
-            assert!(
-                have.contains(w.value.as_ref().expect("value")),
-                "partition {p} lost {:?}",
-                w.value
-            );
-        }
-        // Per partition, order is kept: first occurrences appear in source order.
-        let mut seen = BTreeSet::new();
-        let firsts: Vec<&TestRecord> = got[p]
-            .iter()
-            .filter(|r| seen.insert(r.value.clone()))
-            .collect();
-        assert_eq!(firsts.len(), want[p].len());
-        assert!(
-            firsts.iter().zip(&want[p]).all(|(g, w)| *g == w),
-            "partition {p} order"
-        );
-        duplicates += got[p].len() - want[p].len();
-    }
+    let duplicates = assert_mirrored_in_order(&by_partition(&records, 4), &b.read_all(&remote));
     let log = refract.log();
-    let counted: usize = log
-        .lines()
-        .filter_map(|l| l.split("resuming after an unclean stop: ").nth(1))
-        .filter_map(|rest| rest.split_whitespace().next()?.parse::<usize>().ok())
-        .sum();
+    let counted = refract.counted_duplicates();
     println!("sigkill at {at_kill} of 20000 records: 0 lost, {duplicates} duplicates on the target, {counted} counted by refract");
     if duplicates > 0 {
         assert!(

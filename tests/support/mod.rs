@@ -541,6 +541,28 @@ impl Broker {
         }
     }
 
+    /// Freezes the broker (SIGSTOP): its sockets stay open and accept connections, but nothing
+    /// answers — a network partition without namespaces. [`Broker::thaw`] continues it.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Continues a frozen broker (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = child.as_ref().map(|c| c.id()).expect("the broker runs");
+        let ok = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {signal} {pid}");
+    }
+
     /// Starts a killed broker again on the same ports and data, and waits until it serves.
     pub fn resume(&self) {
         self.launch()
@@ -1088,6 +1110,41 @@ impl Refract {
         status.code()
     }
 
+    /// Sends SIGTERM and waits up to `limit` for the process to exit: (how long it took, its
+    /// exit code). A process still running after `limit` is killed and the test fails.
+    pub fn terminate_within(&mut self, limit: Duration) -> (Duration, Option<i32>) {
+        let mut c = self.child.take().expect("refract runs");
+        let started = Instant::now();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return (started.elapsed(), status.code());
+            }
+            if started.elapsed() > limit {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!(
+                    "refract did not exit within {limit:?} of SIGTERM; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The duplicates refract said it re-sends after unclean stops (its "resuming after an
+    /// unclean stop: N" lines, summed).
+    pub fn counted_duplicates(&self) -> usize {
+        self.log()
+            .lines()
+            .filter_map(|l| l.split("resuming after an unclean stop: ").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next()?.parse::<usize>().ok())
+            .sum()
+    }
+
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         self.child
@@ -1243,4 +1300,104 @@ pub fn refract_translate(config: &Path, group: &str, from: &str, to: &str) -> Of
 /// The folder holding the guest plugins built from `plugins/`.
 pub fn guest(name: &str) -> PathBuf {
     refract_plugin::guest_dir().join(name)
+}
+
+/// Checks that `got` (a target topic read per partition) holds every record of `want` (the
+/// source, per partition) in order: the first occurrence of each value comes in source order
+/// and nothing else is there. Returns the number of duplicates (later occurrences).
+pub fn assert_mirrored_in_order(want: &[Vec<TestRecord>], got: &[Vec<TestRecord>]) -> usize {
+    assert_eq!(want.len(), got.len(), "partitions");
+    let mut duplicates = 0;
+    for (p, (want, got)) in want.iter().zip(got).enumerate() {
+        let mut seen = std::collections::BTreeSet::new();
+        let firsts: Vec<&TestRecord> = got
+            .iter()
+            .filter(|r| seen.insert(r.value.clone()))
+            .collect();
+        let lost: Vec<_> = want
+            .iter()
+            .filter(|w| !seen.contains(&w.value))
+            .map(|w| String::from_utf8_lossy(w.value.as_deref().unwrap_or_default()).to_string())
+            .take(5)
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "partition {p} lost records, first: {lost:?}"
+        );
+        assert_eq!(
+            firsts.len(),
+            want.len(),
+            "partition {p}: records not from the source"
+        );
+        assert!(
+            firsts.iter().zip(want).all(|(g, w)| *g == w),
+            "partition {p}: records out of order or changed"
+        );
+        duplicates += got.len() - want.len();
+    }
+    duplicates
+}
+
+/// Records produced to a topic continuously from a thread of their own (values `r<n>`, round
+/// robin over the partitions, about 200 a second) until [`Producing::finish`]; librdkafka holds
+/// them while the broker is away and sends them when it is back.
+pub struct Producing {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Producing {
+    /// Starts producing to `topic` on `broker`.
+    pub fn start(broker: &Broker, topic: &str, partitions: i32) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &broker.bootstrap)
+            .set("enable.idempotence", "true")
+            .set("message.timeout.ms", "0")
+            .set("linger.ms", "5")
+            .create()
+            .expect("test producer");
+        let topic = topic.to_string();
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                let value = format!("r{n}");
+                let key = format!("k{n}");
+                let record = BaseRecord::to(&topic)
+                    .partition((n % partitions as u64) as i32)
+                    .key(&key)
+                    .payload(&value);
+                if producer.send(record).is_ok() {
+                    n += 1;
+                }
+                producer.poll(Duration::ZERO);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            producer
+                .flush(Duration::from_secs(180))
+                .expect("every produced record acknowledged");
+            n
+        });
+        Self {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops producing, waits until the broker acknowledged every record, and returns how many
+    /// were produced.
+    pub fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .map(|h| h.join().expect("producer thread"))
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Producing {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }

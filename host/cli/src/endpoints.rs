@@ -30,6 +30,12 @@ pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
         out.push_str(&format!("{name}: {}\n", s.state));
     }
     for (name, s) in flows {
+        for u in &s.unreachable {
+            out.push_str(&format!("flow {name} degraded: {}\n", u.summary()));
+        }
+        if let Some(why) = &s.stalled {
+            out.push_str(&format!("flow {name} stalled: {why}\n"));
+        }
         for d in &s.degraded {
             out.push_str(&format!("flow {name} degraded: {}\n", d.summary()));
         }
@@ -60,6 +66,15 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "heartbeats": s.heartbeats,
                 "group_offsets_synced": s.group_offsets_synced,
                 "lag": s.lag,
+                "lag_unknown": s.lag_unknown,
+                "unreachable": s.unreachable.iter().map(|u| json!({
+                    "cluster": u.cluster,
+                    "role": u.role,
+                    "bootstrap": u.bootstrap,
+                    "cause": u.cause,
+                    "since_ms": u.since_ms,
+                })).collect::<Vec<_>>(),
+                "stalled": s.stalled,
                 "degraded": s.degraded.iter().map(degraded_json).collect::<Vec<_>>(),
                 "halted": s.halted,
                 "last_error": s.last_error,
@@ -138,12 +153,31 @@ mod tests {
                     ..FlowStatus::default()
                 },
             ),
+            (
+                "a->c".to_string(),
+                FlowStatus {
+                    state: "degraded",
+                    unreachable: vec![refract_mirror::watch::Unreachable {
+                        cluster: "c".into(),
+                        role: "target",
+                        bootstrap: "h:9".into(),
+                        cause: "Connection refused".into(),
+                        since_ms: 1,
+                    }],
+                    stalled: Some(
+                        "5 records behind and none acknowledged by cluster c for 61 s".into(),
+                    ),
+                    ..FlowStatus::default()
+                },
+            ),
         ];
         assert_eq!(
             health_text(&flows),
-            "a->b: degraded\nb->a: running\n\
+            "a->b: degraded\nb->a: running\na->c: degraded\n\
              flow a->b degraded: source reads fetch: all brokers down\n\
-             flow a->b degraded: big[0] record_too_large: Broker: Message size too large (offset 42)\n"
+             flow a->b degraded: big[0] record_too_large: Broker: Message size too large (offset 42)\n\
+             flow a->c degraded: cluster c (target, h:9) unreachable: Connection refused\n\
+             flow a->c stalled: 5 records behind and none acknowledged by cluster c for 61 s\n"
         );
         let json = degraded_json(&degraded);
         assert_eq!(

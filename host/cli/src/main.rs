@@ -56,6 +56,11 @@ enum Command {
         /// (0 when everything matches, 1 when something differs).
         #[arg(long)]
         until_caught_up: bool,
+        /// On SIGTERM/SIGINT, how long each flow waits for the target to acknowledge what it sent
+        /// and for its commits (e.g. `30s`); the process exits within this plus a few seconds,
+        /// whatever state the clusters are in.
+        #[arg(long, default_value = "30s", value_parser = parse_drain)]
+        drain_timeout: Duration,
     },
     /// Validate a pipeline and load every plugin it names; exits non-zero on the first error.
     /// With `--connect`, also connects to every cluster the flows use and reports, per cluster,
@@ -115,7 +120,8 @@ fn main() -> ExitCode {
             pipeline,
             clusters,
             until_caught_up,
-        } => match run(&pipeline, &clusters, until_caught_up) {
+            drain_timeout,
+        } => match run(&pipeline, &clusters, until_caught_up, drain_timeout) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),
             Err(e) => Err(e),
@@ -207,7 +213,7 @@ fn check(path: &Path, connect: bool) -> Result<bool> {
 }
 
 /// Runs the pipeline; with `until_caught_up`, returns whether the final verification matched.
-fn run(path: &Path, targets: &[String], until_caught_up: bool) -> Result<bool> {
+fn run(path: &Path, targets: &[String], until_caught_up: bool, drain: Duration) -> Result<bool> {
     let pipeline = Pipeline::load(path)?;
     for warning in &pipeline.warnings {
         tracing::warn!("{warning}");
@@ -221,7 +227,7 @@ fn run(path: &Path, targets: &[String], until_caught_up: bool) -> Result<bool> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing the SIGHUP handler")?;
-    let mut mirror = Mirror::start(&pipeline, prepared, stop.clone())?;
+    let mut mirror = Mirror::start_draining(&pipeline, prepared, stop.clone(), drain)?;
     mirror.enable_reload(path, targets, runtime);
     let mirror = Arc::new(mirror);
     let _server = match pipeline.metrics_listen {
@@ -275,14 +281,44 @@ fn run(path: &Path, targets: &[String], until_caught_up: bool) -> Result<bool> {
             stamps = file_stamps(&mirror.watched_files());
         }
     }
-    tracing::info!("shutting down");
-    mirror.stop();
+    tracing::info!("shutting down (drain timeout {drain:?})");
+    stop_within(&mirror, drain + SHUTDOWN_GRACE);
     if let Some(c) = catch_up {
         c.finish();
         eprintln!("caught up; verifying source against target");
         return verify::Verify::whole_pipeline(path.to_path_buf()).run();
     }
     Ok(true)
+}
+
+/// What shutdown allows beyond the drain timeout: the commit after the drain and closing.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
+
+/// `--drain-timeout`: a duration like `30s`.
+fn parse_drain(text: &str) -> Result<Duration, String> {
+    refract_config::parse_duration(text)
+}
+
+/// Stops the mirror, waiting at most `limit`: a flow still busy then (a cluster that does not
+/// answer a commit, say) is left behind with one line saying so; the process exits anyway.
+fn stop_within(mirror: &Arc<Mirror>, limit: Duration) {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let stopping = mirror.clone();
+    let spawned = std::thread::Builder::new()
+        .name("shutdown".into())
+        .spawn(move || {
+            stopping.stop();
+            let _ = done_tx.send(());
+        });
+    if spawned.is_err() {
+        mirror.stop();
+        return;
+    }
+    if done_rx.recv_timeout(limit).is_err() {
+        tracing::warn!(
+            "shutdown: not every flow finished within {limit:?} (a cluster does not answer); exiting without their final commit: the records they mirrored since their last commit will be mirrored again on the next start"
+        );
+    }
 }
 
 /// Progress of `run --until-caught-up`: total lag over time, an ETA, and when it is done.

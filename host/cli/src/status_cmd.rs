@@ -170,7 +170,21 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
                 println!("  {source} -> {}", remote.as_str().unwrap_or("?"));
             }
         }
-        if let Some(lag) = flow["lag"].as_object() {
+        for u in flow["unreachable"].as_array().unwrap_or(&empty) {
+            println!(
+                "  UNREACHABLE cluster {} ({}, {}): {}",
+                u["cluster"].as_str().unwrap_or("?"),
+                u["role"].as_str().unwrap_or("?"),
+                u["bootstrap"].as_str().unwrap_or("?"),
+                u["cause"].as_str().unwrap_or("?")
+            );
+        }
+        if let Some(why) = flow["stalled"].as_str() {
+            println!("  STALLED: {why}");
+        }
+        if let Some(why) = flow["lag_unknown"].as_str() {
+            println!("  lag unknown: {why}");
+        } else if let Some(lag) = flow["lag"].as_object() {
             let total: i64 = lag.values().filter_map(Value::as_i64).sum();
             println!("  lag {total} records over {} partitions", lag.len());
             for (partition, n) in lag.iter().filter(|(_, n)| n.as_i64().unwrap_or(0) > 0) {

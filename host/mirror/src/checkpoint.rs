@@ -21,7 +21,9 @@ use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 use crate::admin_ffi::commit_within;
-use crate::clients::{client_config, ensure_topic, list_topics, Authenticated, REQUEST_TIMEOUT};
+use crate::clients::{
+    client_config, ensure_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,
+};
 use crate::flow::{lock, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::Metrics;
@@ -43,12 +45,12 @@ pub struct CheckpointRunner {
 }
 
 struct Clients {
-    source_admin: Authenticated<AdminClient<DefaultClientContext>>,
-    source_meta: Authenticated<BaseConsumer>,
-    syncs: Authenticated<BaseConsumer>,
-    target_admin: Authenticated<AdminClient<DefaultClientContext>>,
-    target_meta: Authenticated<BaseConsumer>,
-    producer: Authenticated<BaseProducer>,
+    source_admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
+    source_meta: Detached<Authenticated<BaseConsumer>>,
+    syncs: Detached<Authenticated<BaseConsumer>>,
+    target_admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
+    target_meta: Detached<Authenticated<BaseConsumer>>,
+    producer: Detached<Authenticated<BaseProducer>>,
 }
 
 struct State {
@@ -60,19 +62,8 @@ struct State {
     /// Target groups whose state could not be read (warned once).
     unknown_state: HashSet<String>,
     /// One client per group and cluster, kept for the run: closing a client that has a group id
-    /// waits on the group coordinator, which can take long; see [`drop_in_background`].
-    group_clients: HashMap<(bool, String), Authenticated<BaseConsumer>>,
-}
-
-/// Drops clients on a thread of their own: closing a consumer with a group id waits for the
-/// group coordinator and must not hold up a flow or shutdown.
-fn drop_in_background(clients: Vec<Authenticated<BaseConsumer>>) {
-    if clients.is_empty() {
-        return;
-    }
-    let _ = std::thread::Builder::new()
-        .name("close group clients".into())
-        .spawn(move || drop(clients));
+    /// waits on the group coordinator, which can take long: they are [`Detached`].
+    group_clients: HashMap<(bool, String), Detached<Authenticated<BaseConsumer>>>,
 }
 
 impl CheckpointRunner {
@@ -205,11 +196,9 @@ impl CheckpointRunner {
                                 .filter(|(_, g)| !groups.contains(g))
                                 .cloned()
                                 .collect();
-                            drop_in_background(
-                                gone.iter()
-                                    .filter_map(|k| state.group_clients.remove(k))
-                                    .collect(),
-                            );
+                            for k in &gone {
+                                state.group_clients.remove(k);
+                            }
                         }
                         state.groups = groups;
                     }
@@ -232,7 +221,6 @@ impl CheckpointRunner {
             }
         }
         let _ = clients.producer.flush(Duration::from_secs(10));
-        drop_in_background(state.group_clients.into_values().collect());
         Ok(())
     }
 
@@ -259,12 +247,14 @@ impl CheckpointRunner {
             )
             .create()
             .with_context(|| format!("creating a client for group {group} on {}", cluster.alias))?;
-            state.group_clients.insert(key.clone(), consumer);
+            state
+                .group_clients
+                .insert(key.clone(), Detached::new(consumer));
         }
         state
             .group_clients
             .get(&key)
-            .map(|c| &**c)
+            .map(|c| &***c)
             .context("group client vanished")
     }
 
@@ -280,41 +270,53 @@ impl CheckpointRunner {
             )
         };
         Ok(Clients {
-            source_admin: client_config(&self.source, ClientRole::Admin, &id, &[], &[])
-                .create()
-                .with_context(|| what(&self.source.alias, "admin"))?,
-            source_meta: client_config(&self.source, ClientRole::Admin, &id, &[], &[])
-                .create()
-                .with_context(|| what(&self.source.alias, "metadata"))?,
+            source_admin: Detached::new(
+                client_config(&self.source, ClientRole::Admin, &id, &[], &[])
+                    .create()
+                    .with_context(|| what(&self.source.alias, "admin"))?,
+            ),
+            source_meta: Detached::new(
+                client_config(&self.source, ClientRole::Admin, &id, &[], &[])
+                    .create()
+                    .with_context(|| what(&self.source.alias, "metadata"))?,
+            ),
             // librdkafka wants a group id even to assign; nothing is ever committed under it.
-            syncs: client_config(
-                syncs_cluster,
-                ClientRole::Consumer,
-                &id,
-                &[("fetch.wait.max.ms", "100")],
-                &[
-                    ("group.id", id.as_str()),
-                    ("enable.auto.commit", "false"),
-                    ("enable.partition.eof", "false"),
-                ],
-            )
-            .create()
-            .with_context(|| what(&syncs_cluster.alias, "offset-syncs reader"))?,
-            target_admin: client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+            syncs: Detached::new(
+                client_config(
+                    syncs_cluster,
+                    ClientRole::Consumer,
+                    &id,
+                    &[("fetch.wait.max.ms", "100")],
+                    &[
+                        ("group.id", id.as_str()),
+                        ("enable.auto.commit", "false"),
+                        ("enable.partition.eof", "false"),
+                    ],
+                )
                 .create()
-                .with_context(|| what(&self.target.alias, "admin"))?,
-            target_meta: client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                .with_context(|| what(&syncs_cluster.alias, "offset-syncs reader"))?,
+            ),
+            target_admin: Detached::new(
+                client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                    .create()
+                    .with_context(|| what(&self.target.alias, "admin"))?,
+            ),
+            target_meta: Detached::new(
+                client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                    .create()
+                    .with_context(|| what(&self.target.alias, "metadata"))?,
+            ),
+            producer: Detached::new(
+                client_config(
+                    &self.target,
+                    ClientRole::Producer,
+                    &id,
+                    &[],
+                    &[("acks", "all")],
+                )
                 .create()
-                .with_context(|| what(&self.target.alias, "metadata"))?,
-            producer: client_config(
-                &self.target,
-                ClientRole::Producer,
-                &id,
-                &[],
-                &[("acks", "all")],
-            )
-            .create()
-            .with_context(|| what(&self.target.alias, "checkpoint producer"))?,
+                .with_context(|| what(&self.target.alias, "checkpoint producer"))?,
+            ),
         })
     }
 

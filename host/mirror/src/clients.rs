@@ -97,6 +97,42 @@ impl<T> Authenticated<T> {
     }
 }
 
+/// A client closed on a thread of its own when dropped. Closing a consumer waits for its group
+/// coordinator (and a producer's brokers may not answer): a flow that restarts or a process that
+/// shuts down must not wait for a cluster that is gone. Derefs to the client.
+pub struct Detached<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> Detached<T> {
+    /// Wraps `client`.
+    pub fn new(client: T) -> Self {
+        Self(Some(client))
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for Detached<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match &self.0 {
+            Some(c) => c,
+            // Only `drop` takes the client out.
+            None => unreachable!("a detached client is used after it was dropped"),
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Detached<T> {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            let spawned = std::thread::Builder::new()
+                .name("close client".into())
+                .spawn(move || drop(client));
+            if let Err(e) = spawned {
+                tracing::debug!("closing a client inline (no thread: {e})");
+            }
+        }
+    }
+}
+
 /// A librdkafka config for one cluster's client, with what librdkafka cannot take as a property:
 /// an OAUTHBEARER token refract supplies (static or OIDC), handed to every client created from
 /// it before it connects and refreshed while it lives.

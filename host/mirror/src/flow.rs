@@ -29,7 +29,7 @@ use crate::source_queue::{Polled, SourceError, SourceMessage, SourceQueue};
 
 use crate::clients::{
     await_partitions, client_config, create_topic, ensure_topic, grow_topic, list_topics,
-    Authenticated, REQUEST_TIMEOUT,
+    Authenticated, Detached, REQUEST_TIMEOUT,
 };
 use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
@@ -48,8 +48,12 @@ const NO_SLOT: usize = usize::MAX;
 
 /// Most records forwarded between two checks of timers and delivery reports.
 const MAX_POLL_BATCH: usize = 1000;
-/// How long shutdown waits for the target to acknowledge what was sent.
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for the target to acknowledge what was sent, and commits, unless
+/// `refract run --drain-timeout` says otherwise.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a flow may go without any record acknowledged while records are behind before it is
+/// `stalled` (degraded).
+pub const STALL_AFTER: Duration = Duration::from_secs(60);
 
 /// What a running flow has done, shared with whoever started it.
 #[derive(Debug, Default, Clone)]
@@ -88,8 +92,16 @@ pub struct FlowStatus {
     /// names no partition), in source topic and partition order.
     pub degraded: Vec<DegradedPartition>,
     /// Per mirrored partition (`topic[partition]`): source records not yet acknowledged by the
-    /// target, as of the last commit.
+    /// target, as of the last commit. Empty while it cannot be known ([`FlowStatus::lag_unknown`]).
     pub lag: BTreeMap<String, i64>,
+    /// Why the lag is not known now (the source does not answer): never a stale number.
+    pub lag_unknown: Option<String>,
+    /// The flow's clusters that do not answer (see [`crate::watch`]).
+    pub unreachable: Vec<crate::watch::Unreachable>,
+    /// Records are behind and none was acknowledged for [`STALL_AFTER`]: why.
+    pub stalled: Option<String>,
+    /// Clusters that answer again after an outage, not yet reported with their backlog.
+    pub recovered: Vec<(String, &'static str, Duration)>,
     /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
     pub halted: Option<String>,
     /// The last failure, if any.
@@ -394,16 +406,23 @@ pub struct FlowRunner {
     reverse_heartbeats: bool,
     metrics: Metrics,
     flow_metrics: Option<FlowMetrics>,
+    /// Shutdown's budget for flushing and committing.
+    drain: Duration,
+    /// Acknowledged source positions summed, and when that sum last grew (stall detection).
+    progress_mark: Mutex<(i64, Instant)>,
 }
 
+/// The flow's clients. Each is closed on a thread of its own when dropped ([`Detached`]):
+/// closing a consumer waits for its group coordinator, which may never answer, and a restart or
+/// a shutdown must not wait for that.
 struct Clients {
-    consumer: Authenticated<BaseConsumer>,
-    target_meta: Authenticated<BaseConsumer>,
-    admin: Authenticated<AdminClient<DefaultClientContext>>,
-    producer: Authenticated<BaseProducer<DeliveryContext>>,
-    source_admin: Authenticated<AdminClient<DefaultClientContext>>,
+    consumer: Detached<Authenticated<BaseConsumer>>,
+    target_meta: Detached<Authenticated<BaseConsumer>>,
+    admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
+    producer: Detached<Authenticated<BaseProducer<DeliveryContext>>>,
+    source_admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
     /// Writes offset syncs (location = source) and the reverse pair's heartbeats to the source.
-    source_producer: Option<Authenticated<BaseProducer>>,
+    source_producer: Option<Detached<Authenticated<BaseProducer>>>,
 }
 
 /// MirrorMaker 2's side channels of a flow: offset syncs and heartbeats.
@@ -463,6 +482,49 @@ impl FlowRunner {
             reverse_heartbeats: false,
             metrics: Metrics::new(),
             flow_metrics: None,
+            drain: DRAIN_TIMEOUT,
+            progress_mark: Mutex::new((0, Instant::now())),
+        }
+    }
+
+    /// Shutdown's budget for flushing and committing ([`DRAIN_TIMEOUT`] unless set).
+    pub fn with_drain_timeout(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// Watches the flow's clusters until the flow stops (run it on a thread of its own): an
+    /// outage makes the flow degraded, naming the cluster and the cause.
+    pub fn watch_clusters(&self) {
+        crate::watch::run(
+            &self.flow.name(),
+            &self.source,
+            &self.target,
+            self,
+            &self.stop,
+        );
+    }
+
+    /// Running or degraded, from what is known now: degraded partitions, clusters that do not
+    /// answer, a stall. Other states (restarting, halted, stopped) are left as they are.
+    fn refresh_state(&self) {
+        let mut status = lock(&self.status);
+        let live = [FlowState::Running.as_str(), FlowState::Degraded.as_str()];
+        if !live.contains(&status.state) {
+            return;
+        }
+        let state = if status.degraded.is_empty()
+            && status.unreachable.is_empty()
+            && status.stalled.is_none()
+        {
+            FlowState::Running
+        } else {
+            FlowState::Degraded
+        };
+        status.state = state.as_str();
+        drop(status);
+        if let Some(m) = &self.flow_metrics {
+            m.set_state(state);
         }
     }
 
@@ -518,11 +580,13 @@ impl FlowRunner {
         let progress = Arc::new(Mutex::new(Vec::new()));
         let mut clients = self.connect(&name, progress.clone())?;
         let mut fatal_streak = 0u32;
+        let mut commit_failures = 0u32;
         let queue = SourceQueue::new(&clients.consumer)
             .with_context(|| format!("flow {name}: the source consumer has no queue"))?;
         // A fresh start reads every partition again: earlier degraded marks no longer hold.
         self.forget_degraded();
         self.set_state(FlowState::Running);
+        self.refresh_state();
         if let Some(set) = lock(&self.pending_swap).take() {
             *lock(&self.plugins) = set;
         }
@@ -584,6 +648,10 @@ impl FlowRunner {
                         }
                         last_plan = plan
                     }
+                    // Reported once by the watch when a cluster does not answer.
+                    Err(e) if self.unreachable("source") || self.unreachable("target") => {
+                        debug!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
+                    }
                     Err(e) => {
                         warn!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
                     }
@@ -609,24 +677,69 @@ impl FlowRunner {
             if Instant::now() >= next_commit {
                 self.update_lag(&clients, &slots, &progress);
                 self.emit_internals(&clients, &slots, &progress, &mut internals, true);
-                self.commit(&clients, &mut slots, &progress)?;
+                // A source that does not answer cannot take commits; positions wait (nothing is
+                // lost) instead of a request that blocks the flow until it times out.
+                if !self.unreachable("source") {
+                    match self.commit(&clients, &mut slots, &progress, REQUEST_TIMEOUT) {
+                        Ok(()) if commit_failures > 0 => {
+                            info!(flow = %name, "committing source positions to cluster {} works again after {commit_failures} failed attempts", self.source.alias);
+                            commit_failures = 0;
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            commit_failures += 1;
+                            if commit_failures == 1 {
+                                warn!(flow = %name, "{e:#}; the positions stay uncommitted and are retried every commit interval (nothing is lost: after a crash the records since the last commit would be mirrored again)");
+                            } else {
+                                debug!(flow = %name, "commit attempt {commit_failures} failed: {e:#}");
+                            }
+                        }
+                    }
+                }
                 next_commit = Instant::now() + self.flow.commit_interval;
             }
         }
-        info!(flow = %name, "stopping: waiting for the target to acknowledge in-flight records");
-        if let Err(e) = flush_producer(&clients, FLUSH_TIMEOUT) {
-            warn!(flow = %name, "not every record was acknowledged before shutdown ({e}); they will be mirrored again on restart");
-        }
-        poll_producer(&clients, Duration::ZERO);
-        publish_stats(&progress);
-        self.emit_internals(&clients, &slots, &progress, &mut internals, true);
-        if let Some(p) = &clients.source_producer {
-            let _ = p.flush(Duration::from_secs(5));
-        }
-        self.commit(&clients, &mut slots, &progress)?;
+        self.drain(&name, &clients, &mut slots, &progress, &mut internals);
         self.set_state(FlowState::Stopped);
         info!(flow = %name, "stopped");
         Ok(())
+    }
+
+    /// Shutdown: waits (within the drain timeout) for the target to acknowledge what was sent,
+    /// commits what was acknowledged, and says in one line what could not be done. Never longer
+    /// than the drain timeout plus one request; closing the clients happens off this thread.
+    fn drain(
+        &self,
+        name: &str,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Progress,
+        internals: &mut Internals,
+    ) {
+        let deadline = Instant::now() + self.drain;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        info!(flow = %name, "stopping: waiting up to {:?} for cluster {} to acknowledge in-flight records", self.drain, self.target.alias);
+        if flush_producer(clients, left()).is_err() || clients.producer.in_flight_count() > 0 {
+            warn!(flow = %name, "{} records were not acknowledged by cluster {} within the drain timeout ({:?}); they are not committed and will be mirrored again on the next start", clients.producer.in_flight_count(), self.target.alias, self.drain);
+        }
+        poll_producer(clients, Duration::ZERO);
+        publish_stats(progress);
+        self.emit_internals(clients, slots, progress, internals, true);
+        if let Some(p) = &clients.source_producer {
+            let _ = p.flush(left().min(Duration::from_secs(5)));
+        }
+        let budget = left().max(Duration::from_secs(1)).min(REQUEST_TIMEOUT);
+        if let Err(e) = self.commit(clients, slots, progress, budget) {
+            warn!(flow = %name, "{e:#}; the records mirrored since the last commit will be mirrored again on the next start");
+        }
+    }
+
+    /// Whether the watch reports the flow's `role` cluster (`source`, `target`) unreachable.
+    fn unreachable(&self, role: &str) -> bool {
+        lock(&self.status)
+            .unreachable
+            .iter()
+            .any(|u| u.role == role)
     }
 
     fn connect(&self, name: &str, progress: Progress) -> Result<Clients> {
@@ -741,12 +854,12 @@ impl FlowRunner {
             None
         };
         Ok(Clients {
-            consumer,
-            target_meta,
-            admin,
-            producer,
-            source_admin,
-            source_producer,
+            consumer: Detached::new(consumer),
+            target_meta: Detached::new(target_meta),
+            admin: Detached::new(admin),
+            producer: Detached::new(producer),
+            source_admin: Detached::new(source_admin),
+            source_producer: source_producer.map(Detached::new),
         })
     }
 
@@ -799,7 +912,7 @@ impl FlowRunner {
     fn replace_failed_producer(
         &self,
         name: &str,
-        producer: &mut Authenticated<BaseProducer<DeliveryContext>>,
+        producer: &mut Detached<Authenticated<BaseProducer<DeliveryContext>>>,
         progress: &Progress,
         fatal_streak: &mut u32,
     ) -> Result<()> {
@@ -814,18 +927,15 @@ impl FlowRunner {
         producer.context().now_ms.store(now_ms(), Ordering::Relaxed);
         producer.poll(Duration::ZERO);
         let id = format!("refract-{}-{}", self.flow.source, self.flow.target);
-        let fresh = self.producer(name, &id, progress.clone())?;
-        let old = std::mem::replace(producer, fresh);
+        let fresh = Detached::new(self.producer(name, &id, progress.clone())?);
+        // The old one is closed off this thread when dropped; its records are already failed.
+        drop(std::mem::replace(producer, fresh));
         *fatal_streak += 1;
         if *fatal_streak == 1 {
             warn!(flow = %name, "the producer for cluster {} failed fatally ({}: {why}); replaced with a new one, the partitions it failed are retried from their last acknowledged records", self.target.alias, describe(code));
         } else {
             debug!(flow = %name, "the producer for cluster {} failed fatally again ({}: {why}); replaced", self.target.alias, describe(code));
         }
-        // Closing it may wait for brokers; its records are already failed.
-        let _ = std::thread::Builder::new()
-            .name("close failed producer".into())
-            .spawn(move || drop(old));
         Ok(())
     }
 
@@ -1369,7 +1479,13 @@ impl FlowRunner {
     }
 
     /// Commits, per partition, the source offset after the last contiguously acknowledged record.
-    fn commit(&self, clients: &Clients, slots: &mut Slots, progress: &Progress) -> Result<()> {
+    fn commit(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Progress,
+        timeout: Duration,
+    ) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
         let mut downstream = TopicPartitionList::new();
         let mut changed = Vec::new();
@@ -1398,10 +1514,10 @@ impl FlowRunner {
         }
         // Target positions first: a source commit then always has a target commit at or past it,
         // so duplicates are never over-counted. Best effort: they only serve to count duplicates.
-        if let Err(e) = commit_within(&clients.target_meta, &downstream, REQUEST_TIMEOUT) {
+        if let Err(e) = commit_within(&clients.target_meta, &downstream, timeout) {
             debug!(flow = %self.flow.name(), "committing target positions: {e}");
         }
-        commit_within(&clients.consumer, &tpl, REQUEST_TIMEOUT).map_err(|e| {
+        commit_within(&clients.consumer, &tpl, timeout).map_err(|e| {
             anyhow::anyhow!(
                 "committing source positions for flow {} to {}: {e}",
                 self.flow.name(),
@@ -1412,6 +1528,30 @@ impl FlowRunner {
             slots.slots[i].committed = Some(next);
         }
         Ok(())
+    }
+}
+
+impl crate::watch::WatchSink for FlowRunner {
+    fn unreachable(&self, u: crate::watch::Unreachable) {
+        {
+            let mut status = lock(&self.status);
+            status.unreachable.retain(|x| x.cluster != u.cluster);
+            if u.role == "source" {
+                status.lag.clear();
+                status.lag_unknown = Some(u.summary());
+            }
+            status.unreachable.push(u);
+        }
+        self.refresh_state();
+    }
+
+    fn reachable(&self, cluster: &str, role: &'static str, outage: Duration) {
+        {
+            let mut status = lock(&self.status);
+            status.unreachable.retain(|x| x.cluster != cluster);
+            status.recovered.push((cluster.to_string(), role, outage));
+        }
+        self.refresh_state();
     }
 }
 
@@ -1655,13 +1795,8 @@ impl FlowRunner {
             .collect();
         partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         list.extend(partitions);
-        let state = if list.is_empty() {
-            FlowState::Running
-        } else {
-            FlowState::Degraded
-        };
         lock(&self.status).degraded = list;
-        self.set_state(state);
+        self.refresh_state();
     }
 
     /// Clears the degraded partitions of an earlier run from the status and the gauges.
@@ -1900,8 +2035,14 @@ impl FlowRunner {
     /// Per partition: the source's high watermark (as of the consumer's last fetch, no request)
     /// minus the position after the last record the target acknowledged.
     fn update_lag(&self, clients: &Clients, slots: &Slots, progress: &Progress) {
+        // Cached watermarks of a source that does not answer are stale: the lag is unknown
+        // (set by the watch), never a stale number.
+        if self.unreachable("source") {
+            return;
+        }
         let progress = lock(progress);
         let mut lag = BTreeMap::new();
+        let mut acknowledged = 0i64;
         for (i, slot) in slots.slots.iter().enumerate() {
             // librdkafka only knows a partition's watermark after a fetch answered for it.
             let Some(high) = cached_high_watermark(&clients.consumer, &slot.topic, slot.partition)
@@ -1925,13 +2066,58 @@ impl FlowRunner {
                 continue;
             };
             let behind = (high - done).max(0);
+            acknowledged += done;
             if let Some(m) = &slot.metrics {
                 m.replication_lag_records.set_i64(behind);
             }
             lag.insert(format!("{}[{}]", slot.topic, slot.partition), behind);
         }
         drop(progress);
-        lock(&self.status).lag = lag;
+        let behind: i64 = lag.values().sum();
+        let stalled = stall(
+            &mut lock(&self.progress_mark),
+            acknowledged,
+            behind,
+            Instant::now(),
+        )
+        .map(|idle| {
+            format!(
+                "{behind} records behind and none acknowledged by cluster {} for {} s",
+                self.target.alias,
+                idle.as_secs()
+            )
+        });
+        let name = self.flow.name();
+        let (recovered, was_stalled) = {
+            let mut status = lock(&self.status);
+            let partitions = lag.len();
+            status.lag = lag;
+            status.lag_unknown = None;
+            let was = status.stalled.clone();
+            status.stalled = stalled.clone();
+            (
+                std::mem::take(&mut status.recovered)
+                    .into_iter()
+                    .map(|r| (r, partitions))
+                    .collect::<Vec<_>>(),
+                was,
+            )
+        };
+        for ((cluster, role, outage), partitions) in recovered {
+            info!(flow = %name, "cluster {cluster} ({role}) is back after an outage of {:.1} s; backlog {behind} records over {partitions} partitions", outage.as_secs_f64());
+        }
+        match (&was_stalled, &stalled) {
+            (None, Some(why)) => {
+                warn!(flow = %name, "stalled: {why}");
+            }
+            (Some(_), None) => {
+                info!(flow = %name, "no longer stalled: records are acknowledged again")
+            }
+            _ => {}
+        }
+        if was_stalled.is_some() != stalled.is_some() {
+            self.refresh_state();
+        }
     }
 
     /// Copies the literal topic ACLs of mirrored topics to their remote topics (MM2's rules).
@@ -2123,6 +2309,22 @@ fn describe(code: RDKafkaErrorCode) -> String {
         .map_or_else(|| text.clone(), str::to_string)
 }
 
+/// Stall detection: `mark` is (acknowledged positions summed, when that sum last changed or
+/// nothing was behind). How long the flow has been stalled, once records are behind and none
+/// was acknowledged for [`STALL_AFTER`].
+fn stall(
+    mark: &mut (i64, Instant),
+    acknowledged: i64,
+    behind: i64,
+    now: Instant,
+) -> Option<Duration> {
+    if acknowledged != mark.0 || behind == 0 {
+        *mark = (acknowledged, now);
+    }
+    let idle = now.saturating_duration_since(mark.1);
+    (behind > 0 && idle >= STALL_AFTER).then_some(idle)
+}
+
 /// The provenance header value for a record mirrored from `source` to `target`: the clusters it
 /// already passed through plus `source`. `None` when it passed through `target` already (sending
 /// it there again would be a loop).
@@ -2193,5 +2395,47 @@ mod provenance_tests {
         assert_eq!(stamp_after(Some("a,b"), "c", "b"), None);
         // a cluster alias is matched whole, not as a prefix
         assert_eq!(stamp_after(Some("ab"), "c", "a").as_deref(), Some("ab,c"));
+    }
+}
+
+#[cfg(test)]
+mod stall_tests {
+    use super::{stall, STALL_AFTER};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn stalled_only_when_behind_and_nothing_acknowledged_for_the_threshold() {
+        let t0 = Instant::now();
+        let mut mark = (100, t0);
+        let later = |d: Duration| t0 + d;
+        // Behind, but progress: the mark moves, no stall.
+        assert_eq!(stall(&mut mark, 150, 10, later(STALL_AFTER)), None);
+        assert_eq!(mark, (150, later(STALL_AFTER)));
+        // Behind, no progress, not yet long enough.
+        assert_eq!(
+            stall(
+                &mut mark,
+                150,
+                10,
+                later(STALL_AFTER * 2 - Duration::from_secs(1))
+            ),
+            None
+        );
+        // Long enough: stalled for the whole idle time.
+        assert_eq!(
+            stall(&mut mark, 150, 10, later(STALL_AFTER * 2)),
+            Some(STALL_AFTER)
+        );
+        // Nothing behind: never stalled, and the clock restarts.
+        assert_eq!(stall(&mut mark, 150, 0, later(STALL_AFTER * 5)), None);
+        assert_eq!(
+            stall(
+                &mut mark,
+                150,
+                3,
+                later(STALL_AFTER * 5 + Duration::from_secs(1))
+            ),
+            None
+        );
     }
 }

@@ -18,6 +18,7 @@ mod source_queue;
 mod takeover;
 mod topic_configs;
 pub mod verify;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +152,8 @@ pub struct Mirror {
     reload: Option<ReloadContext>,
     stats: Mutex<ReloadStats>,
     metrics: Metrics,
+    /// Shutdown's budget per flow for flushing and committing.
+    drain: Duration,
 }
 
 fn fingerprint(pipeline: &Pipeline, flow: &Flow) -> String {
@@ -197,10 +200,21 @@ impl Mirror {
         prepared: Vec<PreparedFlow>,
         stop: Arc<AtomicBool>,
     ) -> Result<Self> {
+        Self::start_draining(pipeline, prepared, stop, flow::DRAIN_TIMEOUT)
+    }
+
+    /// [`Mirror::start`] with `drain` as each flow's shutdown budget for flushing and
+    /// committing.
+    pub fn start_draining(
+        pipeline: &Pipeline,
+        prepared: Vec<PreparedFlow>,
+        stop: Arc<AtomicBool>,
+        drain: Duration,
+    ) -> Result<Self> {
         let metrics = Metrics::new();
         let mut flows = Vec::new();
         for p in prepared {
-            flows.push(start_flow(pipeline, p, &metrics)?);
+            flows.push(start_flow(pipeline, p, &metrics, drain)?);
         }
         Ok(Self {
             stop,
@@ -208,6 +222,7 @@ impl Mirror {
             reload: None,
             stats: Mutex::new(ReloadStats::default()),
             metrics,
+            drain,
         })
     }
 
@@ -241,7 +256,10 @@ impl Mirror {
         !flows.is_empty()
             && flows.iter().all(|f| {
                 let status = flow::lock(&f.status);
-                status.state == FlowState::Running.as_str() && status.degraded.is_empty()
+                status.state == FlowState::Running.as_str()
+                    && status.degraded.is_empty()
+                    && status.unreachable.is_empty()
+                    && status.stalled.is_none()
             })
     }
 
@@ -350,7 +368,10 @@ impl Mirror {
         }
         let mut replaced = Vec::new();
         for (i, p) in rebuild {
-            let old = std::mem::replace(&mut flows[i], start_flow(&pipeline, p, &self.metrics)?);
+            let old = std::mem::replace(
+                &mut flows[i],
+                start_flow(&pipeline, p, &self.metrics, self.drain)?,
+            );
             replaced.push(old);
         }
         for old in replaced {
@@ -365,7 +386,7 @@ impl Mirror {
             self.metrics.remove_flow(&name);
         }
         for p in add {
-            let f = start_flow(&pipeline, p, &self.metrics)?;
+            let f = start_flow(&pipeline, p, &self.metrics, self.drain)?;
             summary.push(format!("added {}", f.name));
             flows.push(f);
         }
@@ -411,7 +432,12 @@ fn prepare_one(
 }
 
 /// Starts a flow's threads (records; checkpoints when enabled) with a stop flag of its own.
-fn start_flow(pipeline: &Pipeline, p: PreparedFlow, metrics: &Metrics) -> Result<RunningFlow> {
+fn start_flow(
+    pipeline: &Pipeline,
+    p: PreparedFlow,
+    metrics: &Metrics,
+    drain: Duration,
+) -> Result<RunningFlow> {
     let name = p.flow.name();
     let stop = Arc::new(AtomicBool::new(false));
     let fingerprint = fingerprint(pipeline, &p.flow);
@@ -456,7 +482,15 @@ fn start_flow(pipeline: &Pipeline, p: PreparedFlow, metrics: &Metrics) -> Result
             status.clone(),
         )
         .with_reverse_heartbeats(reverse)
-        .with_metrics(metrics.clone()),
+        .with_metrics(metrics.clone())
+        .with_drain_timeout(drain),
+    );
+    let watch_runner = runner.clone();
+    handles.push(
+        std::thread::Builder::new()
+            .name(format!("watch {name}"))
+            .spawn(move || watch_runner.watch_clusters())
+            .with_context(|| format!("starting the cluster watch of flow {name}"))?,
     );
     let thread_runner = runner.clone();
     let thread_stop = stop.clone();

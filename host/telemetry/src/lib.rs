@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod metrics;
+mod quiet;
 pub mod series;
 
 pub use metrics::{
@@ -17,6 +18,7 @@ pub use series::{
 use std::fmt;
 use std::str::FromStr;
 
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::EnvFilter;
 
 /// How log lines are written.
@@ -81,13 +83,16 @@ where
 {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // librdkafka's per-retry noise stays out unless RUST_LOG names it.
+    let quiet =
+        quiet::Quiet::new(&std::env::var("RUST_LOG").unwrap_or_else(|_| default_level.to_string()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
     match format {
-        LogFormat::Text => Box::new(builder.with_target(false).finish()),
+        LogFormat::Text => Box::new(builder.with_target(false).finish().with(quiet)),
         // Event fields at the top level, so shippers find `message` without nesting.
-        LogFormat::Json => Box::new(builder.json().flatten_event(true).finish()),
+        LogFormat::Json => Box::new(builder.json().flatten_event(true).finish().with(quiet)),
     }
 }
 
