@@ -213,9 +213,15 @@ fn pipeline_edit_applies_without_restarting_unchanged_flows() {
     assert!(summary.contains("rebuilt a->c"), "{summary}");
     assert!(summary.contains("removed b->c"), "{summary}");
     assert!(summary.contains("added b->a"), "{summary}");
+    // a->b is not restarted; it only leaves the b->a heartbeats it wrote (no flow ran b->a) to
+    // the new b->a flow.
     assert!(
-        !summary.contains("a->b"),
-        "the unchanged flow is not touched: {summary}"
+        !summary.contains("rebuilt a->b") && !summary.contains("removed a->b"),
+        "the unchanged flow is not restarted: {summary}"
+    );
+    assert!(
+        summary.contains("a->b leaves the reverse heartbeats to the new reverse flow"),
+        "{summary}"
     );
     refract.wait("the changed regex and the added flow", || {
         c.counts(&format!("a.{t3}")).iter().sum::<i64>() == 10

@@ -60,7 +60,7 @@ pub struct Pipeline {
 /// `${file:…}` references as written and literal values of sensitive keys
 /// ([`crate::is_sensitive_key`]) as `[redacted]`; only [`Cluster::client_config`] and
 /// [`Cluster::static_oauth_token`] give the resolved values.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Cluster {
     /// The alias used in flows and remote topic names.
     pub alias: String,
@@ -76,7 +76,7 @@ pub struct Cluster {
 }
 
 /// `[clusters.<alias>.oauthbearer] token`: resolved, and how to read it again.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 struct StaticToken {
     value: Value,
     /// The pipeline file and key, for errors when it is read again.
@@ -213,7 +213,7 @@ impl Cluster {
 }
 
 /// One directed replication flow `source -> target`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Flow {
     /// Source cluster alias.
     pub source: String,
@@ -343,7 +343,7 @@ impl Flow {
 }
 
 /// Where a plugin comes from and the config its `init` receives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PluginSpec {
     /// Built-in name or file.
     pub location: PluginLocation,
@@ -356,6 +356,19 @@ pub struct PluginSpec {
     /// Longest one call may run (`call_timeout`); the runtime default when none.
     pub call_timeout: Option<Duration>,
 }
+
+/// Equal when they load the same plugin the same way: where it was declared (`key`) does not
+/// count, so a flow that moves in the file is the same flow.
+impl PartialEq for PluginSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.location == other.location
+            && self.config == other.config
+            && self.memory_limit == other.memory_limit
+            && self.call_timeout == other.call_timeout
+    }
+}
+
+impl Eq for PluginSpec {}
 
 /// A plugin embedded in the binary or a `.wasm` component file.
 #[derive(Debug, Clone, PartialEq, Eq)]

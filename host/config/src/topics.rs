@@ -24,6 +24,15 @@ pub struct PatternList {
     compiled: Option<Regex>,
 }
 
+/// Two lists are equal when their patterns are (the compiled form follows from them).
+impl PartialEq for PatternList {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl Eq for PatternList {}
+
 impl PatternList {
     /// Compiles the list; the error names the first entry that is not a valid regex.
     pub fn new(patterns: Vec<String>) -> Result<Self, (usize, String)> {
@@ -55,7 +64,7 @@ impl PatternList {
 }
 
 /// MirrorMaker 2's DefaultTopicFilter: `included && !excluded`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicFilter {
     /// Topics to mirror.
     pub include: PatternList,

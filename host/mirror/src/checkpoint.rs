@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -38,7 +38,10 @@ pub struct CheckpointRunner {
     flow: Flow,
     source: Cluster,
     target: Cluster,
-    plugin: Arc<PolicyPlugin>,
+    /// The policy in use (a restart picks up the latest swapped-in one).
+    plugin: Mutex<Arc<PolicyPlugin>>,
+    /// A policy handed in by [`CheckpointRunner::swap_policy`], taken at the next round.
+    pending: Mutex<Option<Arc<PolicyPlugin>>>,
     stop: Arc<AtomicBool>,
     status: SharedStatus,
     metrics: Metrics,
@@ -80,7 +83,8 @@ impl CheckpointRunner {
             flow,
             source,
             target,
-            plugin,
+            plugin: Mutex::new(plugin),
+            pending: Mutex::new(None),
             stop,
             status,
             metrics: Metrics::new(),
@@ -93,6 +97,12 @@ impl CheckpointRunner {
         self
     }
 
+    /// Hands in a new replication policy (a hot swap): checkpoints translate group offsets with
+    /// it from the next round on, as the flow names topics with it.
+    pub fn swap_policy(&self, plugin: Arc<PolicyPlugin>) {
+        *lock(&self.pending) = Some(plugin);
+    }
+
     /// The thread name: `checkpoints A->B`.
     pub fn name(&self) -> String {
         format!("checkpoints {}", self.flow.name())
@@ -101,7 +111,10 @@ impl CheckpointRunner {
     /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).
     pub fn run(&self) -> Result<()> {
         let name = self.flow.name();
-        let mut policy = ReplicationPolicy::new(self.plugin.clone());
+        if let Some(p) = lock(&self.pending).take() {
+            *lock(&self.plugin) = p;
+        }
+        let mut policy = ReplicationPolicy::new(lock(&self.plugin).clone());
         let (syncs_cluster, syncs_topic) = match self.flow.offset_syncs_location {
             OffsetSyncsLocation::Source => {
                 (&self.source, policy.offset_syncs_topic(&self.target.alias)?)
@@ -181,6 +194,11 @@ impl CheckpointRunner {
         let mut next_checkpoint = Instant::now() + self.flow.checkpoint_interval;
         let mut next_group_sync = Instant::now() + self.flow.sync_group_offsets_interval;
         while !self.stop.load(Ordering::Relaxed) {
+            if let Some(p) = lock(&self.pending).take() {
+                info!(flow = %name, "checkpoints: swapped in policy {}", p.name());
+                state.policy = ReplicationPolicy::new(p.clone());
+                *lock(&self.plugin) = p;
+            }
             read_syncs(&clients.syncs, &mut state.syncs, &mut read);
             clients.producer.poll(Duration::ZERO);
             let now = Instant::now();
@@ -446,9 +464,7 @@ impl CheckpointRunner {
                 };
                 let key = checkpoint.key_bytes()?;
                 let value = checkpoint.value_bytes()?;
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64);
+                let now = crate::clock::now_ms();
                 clients
                     .producer
                     .send(

@@ -6,6 +6,7 @@ mod admin_ffi;
 mod chain;
 mod checkpoint;
 pub mod clients;
+mod clock;
 pub mod degraded;
 pub mod doctor;
 mod flow;
@@ -14,6 +15,7 @@ pub mod mm2;
 pub mod oauth;
 mod planner;
 mod progress;
+pub mod reload;
 mod source_queue;
 mod takeover;
 mod topic_configs;
@@ -41,6 +43,7 @@ pub use flow::{
 };
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
+pub use reload::{FlowDiff, FlowShape, NotLive, PipelineShape};
 
 /// Longest pause between restarts of a failing flow.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -111,20 +114,28 @@ pub fn prepare(
         .collect()
 }
 
-/// Content hash of each plugin file a flow loaded.
-type PluginHashes = Vec<(PathBuf, u64)>;
-
 /// One flow's threads and what it was started from.
 struct RunningFlow {
     name: String,
-    /// The flow's settings and clusters as text: a change means the flow must be rebuilt.
-    fingerprint: String,
-    /// Content hashes of the plugin files it loaded: a change means new plugins to swap in.
-    plugin_hashes: PluginHashes,
+    /// What it was built from (settings, clusters, derived inputs, plugin file contents): what
+    /// the reload planner compares.
+    shape: FlowShape,
     runner: Arc<FlowRunner>,
+    /// Its checkpoints, when it emits them: a policy hot swap reaches them too.
+    checkpoints: Option<Arc<CheckpointRunner>>,
     stop: Arc<AtomicBool>,
     status: SharedStatus,
     handles: Vec<JoinHandle<()>>,
+}
+
+impl RunningFlow {
+    /// Hands new plugins to the flow, and its policy to the flow's checkpoints.
+    fn swap_plugins(&self, set: PluginSet) {
+        if let Some(c) = &self.checkpoints {
+            c.swap_policy(set.policy.clone());
+        }
+        self.runner.swap_plugins(set);
+    }
 }
 
 /// What [`Mirror::reload`] needs to load plugins and re-read the pipeline.
@@ -132,6 +143,8 @@ struct ReloadContext {
     path: PathBuf,
     targets: Vec<String>,
     runtime: Arc<PluginRuntime>,
+    /// `[metrics] listen` as the process runs it: a reload cannot move it.
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Counts of reloads, for status and metrics.
@@ -154,25 +167,8 @@ pub struct Mirror {
     metrics: Metrics,
     /// Shutdown's budget per flow for flushing and committing.
     drain: Duration,
-}
-
-fn fingerprint(pipeline: &Pipeline, flow: &Flow) -> String {
-    format!(
-        "{flow:?}|{:?}|{:?}",
-        pipeline.clusters.get(&flow.source),
-        pipeline.clusters.get(&flow.target)
-    )
-}
-
-/// The plugin files a flow uses.
-fn plugin_files(flow: &Flow) -> Vec<PathBuf> {
-    std::iter::once(&flow.policy)
-        .chain(flow.processors.iter().map(|p| &p.plugin))
-        .filter_map(|spec| match &spec.location {
-            refract_config::PluginLocation::File(path) => Some(path.clone()),
-            refract_config::PluginLocation::Builtin(_) => None,
-        })
-        .collect()
+    /// `[metrics] listen` of the pipeline it started with.
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn content_hash(path: &Path) -> u64 {
@@ -180,16 +176,6 @@ fn content_hash(path: &Path) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     std::fs::read(path).unwrap_or_default().hash(&mut h);
     h.finish()
-}
-
-fn hashes(flow: &Flow) -> PluginHashes {
-    plugin_files(flow)
-        .into_iter()
-        .map(|p| {
-            let h = content_hash(&p);
-            (p, h)
-        })
-        .collect()
 }
 
 impl Mirror {
@@ -223,6 +209,7 @@ impl Mirror {
             stats: Mutex::new(ReloadStats::default()),
             metrics,
             drain,
+            metrics_listen: pipeline.metrics_listen,
         })
     }
 
@@ -233,6 +220,7 @@ impl Mirror {
             path: path.to_path_buf(),
             targets: targets.to_vec(),
             runtime,
+            metrics_listen: self.metrics_listen,
         });
     }
 
@@ -272,7 +260,7 @@ impl Mirror {
     pub fn watched_files(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self.reload.iter().map(|r| r.path.clone()).collect();
         for f in flow::lock(&self.flows).iter() {
-            out.extend(f.plugin_hashes.iter().map(|(p, _)| p.clone()));
+            out.extend(f.shape.plugins.iter().map(|(p, _)| p.clone()));
         }
         out.sort();
         out.dedup();
@@ -316,74 +304,79 @@ impl Mirror {
             .as_ref()
             .context("this mirror was started without reload support")?;
         let pipeline = Pipeline::load(&ctx.path)?;
-        let wanted: Vec<Flow> = pipeline
-            .flows_for_targets(&ctx.targets)
-            .into_iter()
-            .cloned()
-            .collect();
+        let wanted = pipeline.flows_for_targets(&ctx.targets);
         let mut flows = flow::lock(&self.flows);
-        // Plan and load everything before changing anything.
-        let mut swaps: Vec<(usize, PluginSet, PluginHashes)> = Vec::new();
-        let mut rebuild: Vec<(usize, PreparedFlow)> = Vec::new();
-        let mut add: Vec<PreparedFlow> = Vec::new();
-        let mut remove: Vec<usize> = Vec::new();
-        for (i, running) in flows.iter().enumerate() {
-            match wanted.iter().find(|f| f.name() == running.name) {
-                None => remove.push(i),
-                Some(f) if fingerprint(&pipeline, f) != running.fingerprint => {
-                    rebuild.push((i, prepare_one(&pipeline, f, &ctx.runtime)?));
-                }
-                Some(f) => {
-                    let now = hashes(f);
-                    if now != running.plugin_hashes {
-                        let p = prepare_one(&pipeline, f, &ctx.runtime)?;
-                        swaps.push((
-                            i,
-                            PluginSet {
-                                policy: p.policy,
-                                processors: p.processors,
-                            },
-                            now,
-                        ));
-                    }
-                }
-            }
+        // Plan as data, then load every plugin the plan needs, before changing anything.
+        let running = PipelineShape {
+            metrics_listen: ctx.metrics_listen,
+            flows: flows.iter().map(|f| f.shape.clone()).collect(),
+        };
+        let target = PipelineShape::of(&pipeline, &wanted, content_hash);
+        let diff = reload::plan(&running, &target)?;
+        let find = |name: &str| wanted.iter().find(|f| f.name() == name).copied();
+        let prepare_named = |name: &str| -> Result<PreparedFlow> {
+            let f = find(name).with_context(|| format!("flow {name} vanished while planning"))?;
+            prepare_one(&pipeline, f, &ctx.runtime)
+        };
+        let index = |flows: &[RunningFlow], name: &str| flows.iter().position(|f| f.name == name);
+        let mut swaps = Vec::new();
+        for name in &diff.swap_plugins {
+            let p = prepare_named(name)?;
+            let shape = reload::flow_shape(&pipeline, &p.flow, content_hash);
+            swaps.push((name.clone(), p, shape));
         }
-        for f in &wanted {
-            if !flows.iter().any(|r| r.name == f.name()) {
-                add.push(prepare_one(&pipeline, f, &ctx.runtime)?);
-            }
+        let mut rebuild = Vec::new();
+        for name in &diff.rebuild {
+            rebuild.push((name.clone(), prepare_named(name)?));
         }
+        let mut add = Vec::new();
+        for name in &diff.add {
+            add.push(prepare_named(name)?);
+        }
+        // Apply: plugins swapped in place, then stops, rebuilds, removals and starts.
         let mut summary = Vec::new();
-        for (i, set, now) in swaps {
-            flows[i].runner.swap_plugins(set);
-            flows[i].plugin_hashes = now;
-            summary.push(format!("new plugins for {}", flows[i].name));
+        for (name, p, shape) in swaps {
+            if let Some(i) = index(&flows, &name) {
+                flows[i].swap_plugins(PluginSet {
+                    policy: p.policy,
+                    processors: p.processors,
+                });
+                flows[i].shape = shape;
+                summary.push(format!("new plugins for {name}"));
+            }
         }
-        let mut stopping: Vec<usize> = remove.clone();
-        stopping.extend(rebuild.iter().map(|(i, _)| *i));
-        stopping.sort_unstable();
-        for &i in &stopping {
-            flows[i].stop.store(true, Ordering::Relaxed);
+        for name in &diff.stop_reverse_heartbeats {
+            if let Some(i) = index(&flows, name) {
+                flows[i].runner.stop_reverse_heartbeats();
+                flows[i].shape.reverse_heartbeats = false;
+                summary.push(format!(
+                    "{name} leaves the reverse heartbeats to the new reverse flow"
+                ));
+            }
+        }
+        for name in diff.remove.iter().chain(&diff.rebuild) {
+            if let Some(i) = index(&flows, name) {
+                flows[i].stop.store(true, Ordering::Relaxed);
+            }
         }
         let mut replaced = Vec::new();
-        for (i, p) in rebuild {
-            let old = std::mem::replace(
-                &mut flows[i],
-                start_flow(&pipeline, p, &self.metrics, self.drain)?,
-            );
-            replaced.push(old);
+        for (name, p) in rebuild {
+            if let Some(i) = index(&flows, &name) {
+                let fresh = start_flow(&pipeline, p, &self.metrics, self.drain)?;
+                replaced.push(std::mem::replace(&mut flows[i], fresh));
+            }
         }
         for old in replaced {
             summary.push(format!("rebuilt {}", old.name));
             join(old);
         }
-        for &i in remove.iter().rev() {
-            let old = flows.remove(i);
-            let name = old.name.clone();
-            summary.push(format!("removed {name}"));
-            join(old);
-            self.metrics.remove_flow(&name);
+        for name in &diff.remove {
+            if let Some(i) = index(&flows, name) {
+                let old = flows.remove(i);
+                summary.push(format!("removed {name}"));
+                join(old);
+                self.metrics.remove_flow(name);
+            }
         }
         for p in add {
             let f = start_flow(&pipeline, p, &self.metrics, self.drain)?;
@@ -440,34 +433,32 @@ fn start_flow(
 ) -> Result<RunningFlow> {
     let name = p.flow.name();
     let stop = Arc::new(AtomicBool::new(false));
-    let fingerprint = fingerprint(pipeline, &p.flow);
-    let plugin_hashes = hashes(&p.flow);
+    let shape = reload::flow_shape(pipeline, &p.flow, content_hash);
     let source = pipeline.clusters[&p.flow.source].clone();
     let target = pipeline.clusters[&p.flow.target].clone();
     let status: SharedStatus = Arc::new(Mutex::new(FlowStatus::default()));
-    // MM2 runs a heartbeat connector for every cluster pair; refract emits the reverse
-    // pair's heartbeats from this flow unless another flow runs in that direction.
-    let reverse = !pipeline
-        .flows
-        .iter()
-        .any(|f| f.source == p.flow.target && f.target == p.flow.source);
+    let reverse = shape.reverse_heartbeats;
     let mut handles = Vec::new();
+    let mut checkpoints_runner = None;
     if p.flow.emit_checkpoints {
-        let checkpoints = CheckpointRunner::new(
-            p.flow.clone(),
-            source.clone(),
-            target.clone(),
-            p.policy.clone(),
-            stop.clone(),
-            status.clone(),
-        )
-        .with_metrics(metrics.clone());
+        let checkpoints = Arc::new(
+            CheckpointRunner::new(
+                p.flow.clone(),
+                source.clone(),
+                target.clone(),
+                p.policy.clone(),
+                stop.clone(),
+                status.clone(),
+            )
+            .with_metrics(metrics.clone()),
+        );
+        checkpoints_runner = Some(checkpoints.clone());
         let thread_stop = stop.clone();
         let thread_name = checkpoints.name();
         handles.push(
             std::thread::Builder::new()
                 .name(thread_name.clone())
-                .spawn(move || supervise(&thread_name, &checkpoints, &thread_stop))
+                .spawn(move || supervise(&thread_name, checkpoints.as_ref(), &thread_stop))
                 .with_context(|| format!("starting the checkpoints of flow {name}"))?,
         );
     }
@@ -504,8 +495,8 @@ fn start_flow(
     info!(flow = %name, "started");
     Ok(RunningFlow {
         name,
-        fingerprint,
-        plugin_hashes,
+        shape,
+        checkpoints: checkpoints_runner,
         runner,
         stop,
         status,

@@ -17,6 +17,7 @@ use tracing::warn;
 use refract_config::{ClientRole, Cluster};
 
 use crate::clients::{client_config, Authenticated};
+use crate::clock::now_ms;
 
 /// Between two checks of a cluster.
 const CHECK_EVERY: Duration = Duration::from_secs(2);
@@ -209,13 +210,6 @@ fn check(flow: &str, w: &mut Watched, sink: &dyn WatchSink) {
             }
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

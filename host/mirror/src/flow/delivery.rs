@@ -1,0 +1,506 @@
+//! The flow's clients: creating them, the producer's delivery reports routed to partition
+//! progress, sending, polling and flushing, replacing a producer that failed fatally, and commits.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::consumer::BaseConsumer;
+
+use rdkafka::message::DeliveryResult;
+use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tracing::{debug, info, warn};
+
+use refract_config::{ClientRole, OffsetSyncsLocation};
+
+use crate::admin_ffi::commit_within;
+use crate::degraded::Reason;
+
+use crate::clients::{client_config, Authenticated, Detached};
+use crate::progress::PartitionProgress;
+use refract_telemetry::{Gauge, SourcePartitionMetrics, StatBatch};
+
+use super::*;
+
+/// What a record handed to the producer belongs to, given back with its delivery report.
+pub(super) struct Sent {
+    /// The slot of its source partition ([`NO_SLOT`] for heartbeats and offset syncs).
+    pub(super) slot: usize,
+    /// Its source offset.
+    pub(super) offset: i64,
+    /// Whether it goes to the slot's own remote partition (not a fan-out or routed output).
+    pub(super) primary: bool,
+}
+
+impl Sent {
+    /// A record of source partition `slot` at `offset`.
+    pub(super) fn new(slot: usize, offset: i64, primary: bool) -> Token {
+        Box::new(Self {
+            slot,
+            offset,
+            primary,
+        })
+    }
+
+    /// A record that belongs to no source partition: its delivery report is ignored.
+    pub(super) fn internal() -> Token {
+        Self::new(NO_SLOT, 0, false)
+    }
+}
+
+/// The producer's per-record opaque.
+pub(super) type Token = Box<Sent>;
+
+/// One source partition's delivery state, shared with the delivery callback under one lock:
+/// the acknowledgement watermark and the MM2 series that acknowledgements feed.
+pub(super) struct Tracked {
+    pub(super) progress: PartitionProgress,
+    /// Its MirrorMaker 2 series (none when the registry refused them).
+    pub(super) metrics: Option<SourcePartitionMetrics>,
+    /// Records acknowledged and their replication latency since the last hand-over to `metrics`
+    /// (handed over every [`STATS_INTERVAL`], so the hot path reads no clock and takes no lock
+    /// of its own per record).
+    pub(super) acked: u64,
+    pub(super) latency: StatBatch,
+}
+
+impl Tracked {
+    pub(super) fn new(
+        progress: PartitionProgress,
+        metrics: Option<SourcePartitionMetrics>,
+    ) -> Self {
+        Self {
+            progress,
+            metrics,
+            acked: 0,
+            latency: StatBatch::new(),
+        }
+    }
+
+    /// Hands gathered observations to the series: latency first, so a reader that sees the new
+    /// record count also sees their latency.
+    pub(super) fn publish(&mut self) {
+        if let Some(m) = &self.metrics {
+            m.replication_latency_ms.record_all(&mut self.latency);
+            m.record_count.inc_by(std::mem::take(&mut self.acked));
+        }
+    }
+}
+
+impl std::ops::Deref for Tracked {
+    type Target = PartitionProgress;
+    fn deref(&self) -> &PartitionProgress {
+        &self.progress
+    }
+}
+
+impl std::ops::DerefMut for Tracked {
+    fn deref_mut(&mut self) -> &mut PartitionProgress {
+        &mut self.progress
+    }
+}
+
+/// Every slot's delivery state, indexed like [`Slots::slots`].
+pub(super) type Progress = Arc<Mutex<Vec<Tracked>>>;
+
+/// Routes delivery reports to the partition progress they belong to.
+pub(super) struct DeliveryContext {
+    pub(super) progress: Progress,
+    /// Value bytes handed to the producer and not yet acknowledged or failed.
+    pub(super) inflight: Option<Gauge>,
+    /// Wall-clock ms when the flow last served delivery reports ([`poll_producer`]); delivery
+    /// callbacks run inside that call, so it stands for "now" in them without a clock read each.
+    pub(super) now_ms: AtomicI64,
+    /// The target cluster's alias, for the failure a partition is marked with.
+    pub(super) target: String,
+    /// The producer's own handle, set once it exists: delivery reports are only served while it
+    /// lives, and a fatal error's cause is read from it.
+    pub(super) native: std::sync::atomic::AtomicPtr<rdkafka_sys::rd_kafka_t>,
+    /// Whether the target acknowledged any record of this producer.
+    pub(super) acked_any: std::sync::atomic::AtomicBool,
+}
+
+impl DeliveryContext {
+    /// The producer's fatal error (idempotence lost: a PID refused, a sequence gap), which
+    /// librdkafka reports on each failed record only as "Fatal error" or "Purged".
+    pub(super) fn fatal(&self) -> Option<(RDKafkaErrorCode, String)> {
+        let native = self.native.load(Ordering::Acquire);
+        if native.is_null() {
+            return None;
+        }
+        let mut buf = [0 as std::os::raw::c_char; 512];
+        // SAFETY: `native` is the handle of the producer that owns this context and is alive
+        // while its delivery reports are served; librdkafka NUL-terminates `buf`.
+        let code =
+            unsafe { rdkafka_sys::rd_kafka_fatal_error(native, buf.as_mut_ptr(), buf.len()) };
+        if code == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return None;
+        }
+        // SAFETY: see above.
+        let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        Some((code.into(), text))
+    }
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Token;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, token: Token) {
+        let Sent {
+            slot,
+            offset,
+            primary,
+        } = *token;
+        // Heartbeats and offset syncs (NO_SLOT) are not counted in flight.
+        if let Some(g) = self.inflight.as_ref().filter(|_| slot != NO_SLOT) {
+            let len = match result {
+                Ok(m) => m.payload().map_or(0, <[u8]>::len),
+                Err((_, m)) => m.payload().map_or(0, <[u8]>::len),
+            };
+            g.add(-(len as f64));
+        }
+        let mut progress = lock(&self.progress);
+        let Some(p) = progress.get_mut(slot) else {
+            return;
+        };
+        match result {
+            Ok(m) => {
+                self.acked_any.store(true, Ordering::Relaxed);
+                p.acked(offset, primary.then(|| m.offset()));
+                if primary && p.metrics.is_some() {
+                    p.acked += 1;
+                    if let Some(ts) = m.timestamp().to_millis() {
+                        let now = self.now_ms.load(Ordering::Relaxed);
+                        p.latency.record((now - ts) as f64);
+                    }
+                }
+            }
+            Err((e, _)) => {
+                let (reason, error) = match (e.rdkafka_error_code(), self.fatal()) {
+                    (_, Some((code, why))) => (
+                        Reason::of_delivery(code),
+                        format!(
+                            "writing to cluster {}: the producer failed fatally: {}: {why}",
+                            self.target,
+                            describe(code)
+                        ),
+                    ),
+                    (Some(code), None) => (
+                        Reason::of_delivery(code),
+                        format!("writing to cluster {}: {}", self.target, describe(code)),
+                    ),
+                    (None, None) => (
+                        Reason::Produce,
+                        format!("writing to cluster {}: {e}", self.target),
+                    ),
+                };
+                p.failed(offset, reason, error);
+            }
+        }
+    }
+}
+
+/// Serves the producer's delivery reports (waiting up to `timeout` for one).
+pub(super) fn poll_producer(clients: &Clients, timeout: Duration) {
+    clients
+        .producer
+        .context()
+        .now_ms
+        .store(now_ms(), Ordering::Relaxed);
+    clients.producer.poll(timeout);
+}
+
+/// Waits up to `timeout` for the target to acknowledge everything sent, serving delivery
+/// reports meanwhile.
+pub(super) fn flush_producer(
+    clients: &Clients,
+    timeout: Duration,
+) -> rdkafka::error::KafkaResult<()> {
+    let deadline = Instant::now() + timeout;
+    while clients.producer.in_flight_count() > 0 && Instant::now() < deadline {
+        poll_producer(clients, Duration::from_millis(20));
+    }
+    clients.producer.flush(Duration::ZERO)
+}
+
+/// The flow's clients. Each is closed on a thread of its own when dropped ([`Detached`]):
+/// closing a consumer waits for its group coordinator, which may never answer, and a restart or
+/// a shutdown must not wait for that.
+pub(super) struct Clients {
+    pub(super) consumer: Detached<Authenticated<BaseConsumer>>,
+    pub(super) target_meta: Detached<Authenticated<BaseConsumer>>,
+    pub(super) admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
+    pub(super) producer: Detached<Authenticated<BaseProducer<DeliveryContext>>>,
+    pub(super) source_admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
+    /// Writes offset syncs (location = source) and the reverse pair's heartbeats to the source.
+    pub(super) source_producer: Option<Detached<Authenticated<BaseProducer>>>,
+}
+
+/// librdkafka's description of an error code (`Broker: Message size too large`).
+pub(super) fn describe(code: RDKafkaErrorCode) -> String {
+    // The code's Display is `Name (description)`.
+    let text = code.to_string();
+    text.strip_prefix(&format!("{code:?} ("))
+        .and_then(|t| t.strip_suffix(')'))
+        .map_or_else(|| text.clone(), str::to_string)
+}
+
+impl FlowRunner {
+    pub(super) fn connect(&self, name: &str, progress: Progress) -> Result<Clients> {
+        // A cluster refract cannot authenticate to (TLS, SASL, wrong protocol) fails the flow
+        // with the cause named, instead of clients that retry silently; one that does not answer
+        // yet is only reported, and librdkafka keeps trying it.
+        for cluster in [&self.source, &self.target] {
+            if let Err(e) = crate::doctor::preflight(cluster) {
+                match e.downcast_ref::<crate::doctor::ConnectError>() {
+                    Some(c)
+                        if matches!(
+                            c.cause,
+                            crate::doctor::Cause::Tls(_)
+                                | crate::doctor::Cause::Authentication(_)
+                                | crate::doctor::Cause::WrongProtocol(_)
+                                | crate::doctor::Cause::Config(_)
+                        ) =>
+                    {
+                        return Err(e.context(format!("flow {name}")));
+                    }
+                    _ => warn!(flow = %name, "{e:#}; connecting anyway, librdkafka keeps trying"),
+                }
+            }
+        }
+        let id = progress_group(&self.flow);
+        let group = progress_group(&self.flow);
+        let consumer: Authenticated<BaseConsumer> = client_config(
+            &self.source,
+            ClientRole::Consumer,
+            &id,
+            // librdkafka postpones a partition's next fetch by fetch.queue.backoff.ms (1 s)
+            // whenever its local queue is over the prefetch thresholds; a mirror that is briefly
+            // busier than a plain reader then stalls on a second-long tail. 10 ms keeps it fed.
+            &[
+                ("auto.offset.reset", "earliest"),
+                ("fetch.queue.backoff.ms", "10"),
+            ],
+            &[
+                ("group.id", group.as_str()),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                ("enable.partition.eof", "false"),
+            ],
+        )
+        .create()
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the consumer for source cluster {}",
+                self.source.alias
+            )
+        })?;
+        // Also commits, under the same group name on the target, the target position just past the
+        // last acknowledged record of each remote partition: on restart the records between it
+        // and the target's end are the ones that will be mirrored twice.
+        let target_meta: Authenticated<BaseConsumer> = client_config(
+            &self.target,
+            ClientRole::Admin,
+            &id,
+            &[],
+            &[
+                ("group.id", group.as_str()),
+                ("enable.auto.commit", "false"),
+            ],
+        )
+        .create()
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the metadata client for target cluster {}",
+                self.target.alias
+            )
+        })?;
+        let admin: Authenticated<AdminClient<DefaultClientContext>> =
+            client_config(&self.target, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the admin client for target cluster {}",
+                        self.target.alias
+                    )
+                })?;
+        let producer = self.producer(name, &id, progress)?;
+        let source_admin: Authenticated<AdminClient<DefaultClientContext>> =
+            client_config(&self.source, ClientRole::Admin, &id, &[], &[])
+                .create()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the admin client for source cluster {}",
+                        self.source.alias
+                    )
+                })?;
+        let needs_source_producer = (self.flow.emit_offset_syncs
+            && self.flow.offset_syncs_location == OffsetSyncsLocation::Source)
+            || (self.flow.emit_heartbeats && self.reverse_heartbeats());
+        let source_producer = if needs_source_producer {
+            Some(
+                client_config(
+                    &self.source,
+                    ClientRole::Producer,
+                    &id,
+                    &[("linger.ms", "5")],
+                    &[],
+                )
+                .create::<BaseProducer>()
+                .with_context(|| {
+                    format!(
+                        "flow {name}: creating the offset-sync producer for source cluster {}",
+                        self.source.alias
+                    )
+                })?,
+            )
+        } else {
+            None
+        };
+        Ok(Clients {
+            consumer: Detached::new(consumer),
+            target_meta: Detached::new(target_meta),
+            admin: Detached::new(admin),
+            producer: Detached::new(producer),
+            source_admin: Detached::new(source_admin),
+            source_producer: source_producer.map(Detached::new),
+        })
+    }
+
+    /// The flow's producer on the target: idempotent, `acks=all`, delivery reports routed to
+    /// the partitions' progress.
+    pub(super) fn producer(
+        &self,
+        name: &str,
+        id: &str,
+        progress: Progress,
+    ) -> Result<Authenticated<BaseProducer<DeliveryContext>>> {
+        // The flow's `compression` wins over the target cluster's producer table.
+        let mut forced = vec![("enable.idempotence", "true"), ("acks", "all")];
+        if let Some(codec) = &self.flow.compression {
+            forced.push(("compression.type", codec.as_str()));
+        }
+        let producer: Authenticated<BaseProducer<DeliveryContext>> = client_config(
+            &self.target,
+            ClientRole::Producer,
+            id,
+            &[("linger.ms", "5")],
+            &forced,
+        )
+        .create_with_context(DeliveryContext {
+            progress,
+            inflight: self.flow_metrics.as_ref().map(|m| m.inflight_bytes.clone()),
+            now_ms: AtomicI64::new(now_ms()),
+            target: self.target.alias.clone(),
+            native: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            acked_any: std::sync::atomic::AtomicBool::new(false),
+        })
+        .with_context(|| {
+            format!(
+                "flow {name}: creating the producer for target cluster {}",
+                self.target.alias
+            )
+        })?;
+        producer
+            .context()
+            .native
+            .store(producer.client().native_ptr(), Ordering::Release);
+        Ok(producer)
+    }
+
+    /// A producer that failed fatally (librdkafka's idempotence state is lost: the target
+    /// refused a producer id, or sequence numbers broke after a target restart) can send
+    /// nothing again. Its unacknowledged records have failed their partitions, which are retried
+    /// from their last acknowledged position; this replaces the producer they will be retried
+    /// with. Logged once per run of fatal errors.
+    pub(super) fn replace_failed_producer(
+        &self,
+        name: &str,
+        producer: &mut Detached<Authenticated<BaseProducer<DeliveryContext>>>,
+        progress: &Progress,
+        fatal_streak: &mut u32,
+    ) -> Result<()> {
+        let Some((code, why)) = producer.context().fatal() else {
+            if *fatal_streak > 0 && producer.context().acked_any.load(Ordering::Relaxed) {
+                info!(flow = %name, "the producer for cluster {} works again after {} fatal failures", self.target.alias, *fatal_streak);
+                *fatal_streak = 0;
+            }
+            return Ok(());
+        };
+        // Serve the reports of what it still held, so every failed record reaches its partition.
+        producer.context().now_ms.store(now_ms(), Ordering::Relaxed);
+        producer.poll(Duration::ZERO);
+        let id = progress_group(&self.flow);
+        let fresh = Detached::new(self.producer(name, &id, progress.clone())?);
+        // The old one is closed off this thread when dropped; its records are already failed.
+        drop(std::mem::replace(producer, fresh));
+        *fatal_streak += 1;
+        if *fatal_streak == 1 {
+            warn!(flow = %name, "the producer for cluster {} failed fatally ({}: {why}); replaced with a new one, the partitions it failed are retried from their last acknowledged records", self.target.alias, describe(code));
+        } else {
+            debug!(flow = %name, "the producer for cluster {} failed fatally again ({}: {why}); replaced", self.target.alias, describe(code));
+        }
+        Ok(())
+    }
+
+    /// Commits, per partition, the source offset after the last contiguously acknowledged record.
+    pub(super) fn commit(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Progress,
+        timeout: Duration,
+    ) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        let mut downstream = TopicPartitionList::new();
+        let mut changed = Vec::new();
+        {
+            let progress = lock(progress);
+            for (i, slot) in slots.slots.iter().enumerate() {
+                let Some(next) = progress[i].committable() else {
+                    continue;
+                };
+                if slot.committed == Some(next) {
+                    continue;
+                }
+                tpl.add_partition_offset(&slot.topic, slot.partition, Offset::Offset(next))?;
+                if let Some(d) = progress[i].downstream_next() {
+                    downstream.add_partition_offset(
+                        &slot.remote,
+                        slot.partition,
+                        Offset::Offset(d),
+                    )?;
+                }
+                changed.push((i, next));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(());
+        }
+        // Target positions first: a source commit then always has a target commit at or past it,
+        // so duplicates are never over-counted. Best effort: they only serve to count duplicates.
+        if let Err(e) = commit_within(&clients.target_meta, &downstream, timeout) {
+            debug!(flow = %self.flow.name(), "committing target positions: {e}");
+        }
+        commit_within(&clients.consumer, &tpl, timeout).map_err(|e| {
+            anyhow::anyhow!(
+                "committing source positions for flow {} to {}: {e}",
+                self.flow.name(),
+                self.source.alias
+            )
+        })?;
+        for (i, next) in changed {
+            slots.slots[i].committed = Some(next);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,385 @@
+//! Which partitions the flow mirrors: discovering source topics, naming and creating their
+//! remote topics, and resuming and assigning each partition at its position.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, Result};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use rdkafka::producer::Producer;
+use rdkafka::{Offset, TopicPartitionList};
+use tracing::{debug, info, warn};
+
+use refract_plugin::ReplicationPolicy;
+
+use crate::degraded::{FlowHealth, PartitionHealth};
+
+use crate::clients::{
+    await_partitions, create_topic, ensure_topic, grow_topic, list_topics, REQUEST_TIMEOUT,
+};
+use crate::planner::{Skip, TopicPlan, TopicPlanner};
+use crate::progress::PartitionProgress;
+use crate::takeover::Mm2Takeover;
+use refract_telemetry::{SourcePartitionMetrics, StatBatch};
+
+use super::*;
+
+/// One mirrored source partition.
+pub(super) struct Slot {
+    pub(super) topic: String,
+    pub(super) remote: String,
+    pub(super) partition: i32,
+    /// Next source offset to fetch, once something was read or a commit found.
+    pub(super) position: Option<i64>,
+    /// Last committed source offset.
+    pub(super) committed: Option<i64>,
+    /// Its MirrorMaker 2 series (none when the registry refused them).
+    pub(super) metrics: Option<SourcePartitionMetrics>,
+    /// Value bytes and record ages read since the last hand-over to `metrics`.
+    pub(super) read_bytes: u64,
+    pub(super) age: StatBatch,
+    /// Whether it is degraded, and where it is in its retry cycle.
+    pub(super) health: PartitionHealth,
+    /// Whether a record of it was read since the last [`FlowRunner::tend`].
+    pub(super) read: bool,
+}
+
+impl Slot {
+    /// Hands what was gathered while reading to the series.
+    pub(super) fn publish(&mut self) {
+        if let Some(m) = &self.metrics {
+            m.record_age_ms.record_all(&mut self.age);
+            m.byte_count.inc_by(std::mem::take(&mut self.read_bytes));
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Slots {
+    pub(super) slots: Vec<Slot>,
+    pub(super) by_topic: HashMap<String, Vec<Option<usize>>>,
+    /// Failures of the source reads that name no partition.
+    pub(super) source: FlowHealth,
+}
+
+impl Slots {
+    pub(super) fn find(&self, topic: &str, partition: i32) -> Option<usize> {
+        self.by_topic
+            .get(topic)?
+            .get(usize::try_from(partition).ok()?)
+            .copied()
+            .flatten()
+    }
+}
+
+/// The high watermark librdkafka last saw for a partition in a fetch response (no request).
+pub(super) fn cached_high_watermark(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+) -> Option<i64> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the consumer is alive for the call; the out-pointers are valid locals.
+    let err = unsafe {
+        rdkafka_sys::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some(high)
+}
+
+impl FlowRunner {
+    /// Lists source topics, plans them, makes sure remote topics exist, and assigns partitions
+    /// that are new to this flow.
+    pub(super) fn discover(
+        &self,
+        clients: &Clients,
+        policy: &mut ReplicationPolicy,
+        planner: &TopicPlanner,
+        slots: &mut Slots,
+        progress: &Progress,
+        last_plan: &TopicPlan,
+    ) -> Result<TopicPlan> {
+        let name = self.flow.name();
+        let topics = list_topics(&clients.consumer)
+            .with_context(|| format!("listing topics on source cluster {}", self.source.alias))?;
+        let plan = planner.plan(policy, &topics)?;
+        for (topic, skip) in &plan.skipped {
+            if last_plan
+                .skipped
+                .iter()
+                .any(|(t, s)| t == topic && s == skip)
+            {
+                continue;
+            }
+            match skip {
+                Skip::Conflict { with, remote } => {
+                    warn!(flow = %name, "not mirroring {topic}: {with} is already mirrored to {remote}")
+                }
+                Skip::Cycle => {
+                    debug!(flow = %name, "not mirroring {topic}: it came from {} (cycle)", self.flow.target)
+                }
+                other => debug!(flow = %name, "not mirroring {topic}: {other:?}"),
+            }
+        }
+        let target_topics: HashMap<String, i32> = list_topics(&clients.target_meta)
+            .with_context(|| format!("listing topics on target cluster {}", self.target.alias))?
+            .into_iter()
+            .collect();
+        let mut added = Vec::new();
+        for route in &plan.routes {
+            let usable = match target_topics.get(&route.remote_topic) {
+                None => match create_topic(
+                    &clients.admin,
+                    &route.remote_topic,
+                    route.partitions,
+                    self.flow.replication_factor,
+                    &self.remote_topic_configs(clients, &route.source_topic),
+                ) {
+                    Ok(()) => {
+                        info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, self.target.alias, route.partitions);
+                        route.partitions
+                    }
+                    Err(e) => {
+                        warn!(flow = %name, "cannot create {} on {}; {} is not mirrored yet: {e:#}", route.remote_topic, self.target.alias, route.source_topic);
+                        continue;
+                    }
+                },
+                Some(&have) if have < route.partitions => {
+                    match grow_topic(&clients.admin, &route.remote_topic, route.partitions)
+                        .and_then(|()| {
+                            await_partitions(
+                                clients.producer.client(),
+                                &route.remote_topic,
+                                route.partitions,
+                                REQUEST_TIMEOUT,
+                            )
+                        }) {
+                        Ok(()) => {
+                            info!(flow = %name, "added partitions to {} on {}: {have} -> {}", route.remote_topic, self.target.alias, route.partitions);
+                            route.partitions
+                        }
+                        Err(e) => {
+                            if slots.by_topic.get(&route.source_topic).map_or(0, Vec::len)
+                                < route.partitions as usize
+                            {
+                                warn!(
+                                    flow = %name,
+                                    "{} has {} partitions on {} but {} has {}; partitions {have}.. wait until the target has them: {e:#}",
+                                    route.remote_topic, have, self.target.alias, route.source_topic, route.partitions
+                                );
+                            }
+                            have
+                        }
+                    }
+                }
+                Some(_) => route.partitions,
+            };
+            if !last_plan
+                .routes
+                .iter()
+                .any(|r| r.source_topic == route.source_topic)
+            {
+                info!(flow = %name, "mirroring {} -> {}", route.source_topic, route.remote_topic);
+            }
+            let entry = slots
+                .by_topic
+                .entry(route.source_topic.clone())
+                .or_default();
+            for partition in 0..usable {
+                let p = partition as usize;
+                if entry.len() <= p {
+                    entry.resize(p + 1, None);
+                }
+                if entry[p].is_none() {
+                    entry[p] = Some(slots.slots.len());
+                    added.push(slots.slots.len());
+                    let metrics = self
+                        .metrics
+                        .source_partition(
+                            &self.source.alias,
+                            &self.target.alias,
+                            &route.remote_topic,
+                            partition,
+                        )
+                        .ok();
+                    let tracked = if self.flow.emit_offset_syncs {
+                        PartitionProgress::tracking_pairs()
+                    } else {
+                        PartitionProgress::default()
+                    };
+                    lock(progress).push(Tracked::new(tracked, metrics.clone()));
+                    slots.slots.push(Slot {
+                        topic: route.source_topic.clone(),
+                        remote: route.remote_topic.clone(),
+                        partition,
+                        position: None,
+                        committed: None,
+                        metrics,
+                        read_bytes: 0,
+                        age: StatBatch::new(),
+                        health: PartitionHealth::default(),
+                        read: false,
+                    });
+                }
+            }
+        }
+        lock(&self.status).routes = plan
+            .routes
+            .iter()
+            .map(|r| (r.source_topic.clone(), r.remote_topic.clone()))
+            .collect();
+        if !added.is_empty() {
+            self.resume(clients, slots, &added, policy)?;
+            self.assign(clients, slots)?;
+        }
+        Ok(plan)
+    }
+
+    /// Reads the committed position of newly added partitions and reports how many records past
+    /// it are already on the target (they will be mirrored again). A partition with none resumes
+    /// where a stopped MirrorMaker 2 left it, if one ran this flow (see `takeover`).
+    pub(super) fn resume(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        added: &[usize],
+        policy: &mut ReplicationPolicy,
+    ) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for &i in added {
+            tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
+        }
+        let committed = clients
+            .consumer
+            .committed_offsets(tpl, REQUEST_TIMEOUT)
+            .context("reading the flow's committed source positions")?;
+        let mut downstream_tpl = TopicPartitionList::new();
+        let mut duplicates = 0u64;
+        let mut mm2 = Mm2Takeover::new(&self.flow, &self.source, &self.target);
+        for elem in committed.elements() {
+            let Some(i) = slots.find(elem.topic(), elem.partition()) else {
+                continue;
+            };
+            let Offset::Offset(next) = elem.offset() else {
+                let slot = &mut slots.slots[i];
+                if let Some(next) = mm2.resume_offset(&slot.topic, &slot.remote, slot.partition)? {
+                    slot.position = Some(next);
+                    continue;
+                }
+                // No position yet: whatever the remote partition already holds was mirrored by
+                // a run that never committed, and will be mirrored again from the start.
+                if !self.starts_from_earliest() {
+                    continue;
+                }
+                if let Ok((low, high)) = clients.target_meta.fetch_watermarks(
+                    &slot.remote,
+                    slot.partition,
+                    REQUEST_TIMEOUT,
+                ) {
+                    duplicates += u64::try_from(high - low).unwrap_or(0);
+                }
+                continue;
+            };
+            let slot = &mut slots.slots[i];
+            slot.position = Some(next);
+            slot.committed = Some(next);
+            downstream_tpl.add_partition(&slot.remote, slot.partition);
+            debug!(flow = %self.flow.name(), "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
+        }
+        if downstream_tpl.count() > 0 {
+            let downstream = clients
+                .target_meta
+                .committed_offsets(downstream_tpl, REQUEST_TIMEOUT)
+                .context("reading the flow's committed target positions")?;
+            for elem in downstream.elements() {
+                let Offset::Offset(acked_end) = elem.offset() else {
+                    continue;
+                };
+                if let Ok((_, high)) = clients.target_meta.fetch_watermarks(
+                    elem.topic(),
+                    elem.partition(),
+                    REQUEST_TIMEOUT,
+                ) {
+                    duplicates += u64::try_from(high - acked_end).unwrap_or(0);
+                }
+            }
+        }
+        duplicates += mm2.finish(&clients.target_meta, policy);
+        if duplicates > 0 {
+            warn!(
+                flow = %self.flow.name(),
+                duplicates,
+                "resuming after an unclean stop: {duplicates} records already on the target past the last committed position will be mirrored again (duplicates)"
+            );
+        }
+        lock(&self.status).duplicates += duplicates;
+        Ok(())
+    }
+
+    /// Assigns every partition that is read (not a degraded one waiting for its retry) at its
+    /// position.
+    pub(super) fn assign(&self, clients: &Clients, slots: &Slots) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for s in slots.slots.iter().filter(|s| s.health.flowing()) {
+            self.add_at_position(&mut tpl, s)?;
+        }
+        clients
+            .consumer
+            .assign(&tpl)
+            .context("assigning source partitions")?;
+        Ok(())
+    }
+
+    /// Adds a partition to `tpl` at the position it is read from next.
+    pub(super) fn add_at_position(&self, tpl: &mut TopicPartitionList, s: &Slot) -> Result<()> {
+        // With no committed position, start where auto.offset.reset says, explicitly:
+        // leaving it to librdkafka costs another committed-offset lookup per partition.
+        let fresh = if self.starts_from_earliest() {
+            Offset::Beginning
+        } else {
+            Offset::End
+        };
+        let offset = s.position.map_or(fresh, Offset::Offset);
+        tpl.add_partition_offset(&s.topic, s.partition, offset)
+            .with_context(|| format!("assigning {}[{}]", s.topic, s.partition))
+    }
+
+    /// Makes sure a topic a processor routes to (or the dead-letter topic) exists on the target.
+    pub(super) fn ensure_output_topic(
+        &self,
+        clients: &Clients,
+        topic: &str,
+        partitions: i32,
+    ) -> Result<()> {
+        if lock(&self.known_outputs).contains(topic) {
+            return Ok(());
+        }
+        let created = ensure_topic(
+            &clients.target_meta,
+            &clients.admin,
+            topic,
+            partitions,
+            self.flow.replication_factor,
+            &[],
+        )
+        .with_context(|| {
+            format!(
+                "creating {topic} on {} for flow {}",
+                self.target.alias,
+                self.flow.name()
+            )
+        })?;
+        if created {
+            info!(flow = %self.flow.name(), "created {topic} on {} with {partitions} partitions", self.target.alias);
+        }
+        lock(&self.known_outputs).insert(topic.to_string());
+        Ok(())
+    }
+}

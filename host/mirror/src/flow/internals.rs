@@ -1,0 +1,302 @@
+//! MirrorMaker 2's side channels of a flow: offset syncs, heartbeats, and topic config and ACL
+//! sync.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::BaseConsumer;
+
+use rdkafka::producer::BaseRecord;
+
+use tracing::{debug, info, warn};
+
+use refract_config::OffsetSyncsLocation;
+use refract_plugin::ReplicationPolicy;
+
+use crate::acls;
+
+use crate::clients::{ensure_topic, REQUEST_TIMEOUT};
+use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
+use crate::planner::TopicPlan;
+use crate::topic_configs;
+
+use super::*;
+
+/// MirrorMaker 2's side channels of a flow: offset syncs and heartbeats.
+pub(super) struct Internals {
+    pub(super) writer: Option<OffsetSyncWriter>,
+    pub(super) sync_topic: String,
+    pub(super) heartbeats_topic: String,
+    pub(super) next_heartbeat: Instant,
+    /// Remote topic → (source topic, wanted configs) last applied, for periodic re-sync.
+    pub(super) next_config_sync: Instant,
+    pub(super) config_sync_unsupported: bool,
+    pub(super) next_acl_sync: Instant,
+    pub(super) acl_sync_off: bool,
+}
+
+impl FlowRunner {
+    /// Names and creates the MM2 internal topics this flow writes: the offset-syncs topic (on the
+    /// source or the target) and `heartbeats` on the target (and on the source for the reverse
+    /// pair). A broker that refuses to create them only costs a warning.
+    pub(super) fn internals(
+        &self,
+        clients: &Clients,
+        policy: &mut ReplicationPolicy,
+    ) -> Result<Internals> {
+        let name = self.flow.name();
+        let sync_topic = match self.flow.offset_syncs_location {
+            OffsetSyncsLocation::Source => policy.offset_syncs_topic(&self.target.alias),
+            OffsetSyncsLocation::Target => policy.offset_syncs_topic(&self.source.alias),
+        }
+        .with_context(|| format!("flow {name}: naming the offset-syncs topic"))?;
+        let heartbeats_topic = policy
+            .heartbeats_topic()
+            .with_context(|| format!("flow {name}: naming the heartbeats topic"))?;
+        let compact = [("cleanup.policy".to_string(), "compact".to_string())];
+        let rf = self.flow.internal_replication_factor;
+        type Wanted<'a> = (
+            &'a BaseConsumer,
+            &'a AdminClient<DefaultClientContext>,
+            &'a str,
+            &'a str,
+        );
+        let on_source = (
+            &clients.consumer,
+            &clients.source_admin,
+            &*self.source.alias,
+        );
+        let on_target = (&clients.target_meta, &clients.admin, &*self.target.alias);
+        let mut wanted: Vec<Wanted<'_>> = Vec::new();
+        if self.flow.emit_offset_syncs {
+            let (meta, admin, cluster) = match self.flow.offset_syncs_location {
+                OffsetSyncsLocation::Source => on_source,
+                OffsetSyncsLocation::Target => on_target,
+            };
+            wanted.push((meta, admin, cluster, &sync_topic));
+        }
+        if self.flow.emit_heartbeats {
+            wanted.push((on_target.0, on_target.1, on_target.2, &heartbeats_topic));
+            if self.reverse_heartbeats() {
+                wanted.push((on_source.0, on_source.1, on_source.2, &heartbeats_topic));
+            }
+        }
+        for (meta, admin, cluster, topic) in wanted {
+            if let Err(e) = ensure_topic(meta, admin, topic, 1, rf, &compact) {
+                warn!(flow = %name, "cannot create {topic} on {cluster}: {e:#}");
+            }
+        }
+        Ok(Internals {
+            writer: self
+                .flow
+                .emit_offset_syncs
+                .then(|| OffsetSyncWriter::new(self.flow.offset_lag_max)),
+            sync_topic,
+            heartbeats_topic,
+            next_heartbeat: Instant::now(),
+            next_config_sync: Instant::now() + self.flow.sync_topic_configs_interval,
+            config_sync_unsupported: false,
+            next_acl_sync: Instant::now(),
+            acl_sync_off: !self.flow.sync_topic_acls,
+        })
+    }
+
+    /// Writes due offset syncs (all delayed ones too when `flush`) and heartbeats.
+    pub(super) fn emit_internals(
+        &self,
+        clients: &Clients,
+        slots: &Slots,
+        progress: &Progress,
+        internals: &mut Internals,
+        flush: bool,
+    ) {
+        if let Some(writer) = internals.writer.as_mut() {
+            // A sync flagged for a partition replaces one still pending there, so pending syncs
+            // are collected after every update: a burst of acknowledgements must not collapse
+            // the syncs it needs into its last one.
+            let mut syncs = Vec::new();
+            {
+                let mut progress = lock(progress);
+                for (i, slot) in slots.slots.iter().enumerate() {
+                    for (up, down) in progress[i].take_completed() {
+                        writer.update(&slot.topic, slot.partition, up, down);
+                        syncs.extend(writer.take_pending());
+                    }
+                }
+            }
+            if flush {
+                writer.promote_delayed();
+                syncs.extend(writer.take_pending());
+            }
+            if !syncs.is_empty() {
+                let sent = syncs
+                    .iter()
+                    .filter(|sync| self.send_sync(clients, &internals.sync_topic, sync))
+                    .count();
+                lock(&self.status).offset_syncs += sent as u64;
+            }
+        }
+        if self.flow.emit_heartbeats && Instant::now() >= internals.next_heartbeat {
+            internals.next_heartbeat = Instant::now() + self.flow.heartbeat_interval;
+            let now = now_ms();
+            let forward = Heartbeat {
+                source_alias: self.source.alias.clone(),
+                target_alias: self.target.alias.clone(),
+                timestamp: now,
+            };
+            if let (Ok(key), Ok(value)) = (forward.key_bytes(), forward.value_bytes()) {
+                let record =
+                    BaseRecord::with_opaque_to(&internals.heartbeats_topic, Sent::internal())
+                        .partition(0)
+                        .key(&key)
+                        .payload(&value)
+                        .timestamp(now);
+                match clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
+                    Ok(()) => lock(&self.status).heartbeats += 1,
+                    Err((e, _)) => debug!(flow = %self.flow.name(), "heartbeat not sent: {e}"),
+                }
+            }
+            if self.reverse_heartbeats() {
+                let reverse = Heartbeat {
+                    source_alias: self.target.alias.clone(),
+                    target_alias: self.source.alias.clone(),
+                    timestamp: now,
+                };
+                if let (Some(p), Ok(key), Ok(value)) = (
+                    &clients.source_producer,
+                    reverse.key_bytes(),
+                    reverse.value_bytes(),
+                ) {
+                    let record = BaseRecord::to(&internals.heartbeats_topic)
+                        .partition(0)
+                        .key(&key)
+                        .payload(&value)
+                        .timestamp(now);
+                    if let Err((e, _)) = p.send::<Vec<u8>, Vec<u8>>(record) {
+                        debug!(flow = %self.flow.name(), "reverse heartbeat not sent: {e}");
+                    }
+                    p.poll(Duration::ZERO);
+                }
+            }
+        }
+    }
+
+    /// Writes one offset sync to partition 0 of the offset-syncs topic.
+    pub(super) fn send_sync(&self, clients: &Clients, topic: &str, sync: &OffsetSync) -> bool {
+        let (Ok(key), Ok(value)) = (sync.key_bytes(), sync.value_bytes()) else {
+            warn!(flow = %self.flow.name(), "offset sync for {}[{}] cannot be encoded", sync.topic, sync.partition);
+            return false;
+        };
+        let result = match (self.flow.offset_syncs_location, &clients.source_producer) {
+            (OffsetSyncsLocation::Source, Some(p)) => {
+                let r = p
+                    .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
+                    .map_err(|(e, _)| e);
+                p.poll(Duration::ZERO);
+                r
+            }
+            _ => clients
+                .producer
+                .send(
+                    BaseRecord::with_opaque_to(topic, Sent::internal())
+                        .partition(0)
+                        .key(&key)
+                        .payload(&value),
+                )
+                .map_err(|(e, _)| e),
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                debug!(flow = %self.flow.name(), "offset sync for {}[{}] not sent: {e}", sync.topic, sync.partition);
+                false
+            }
+        }
+    }
+
+    /// The configs a new remote topic of `source_topic` is created with.
+    pub(super) fn remote_topic_configs(
+        &self,
+        clients: &Clients,
+        source_topic: &str,
+    ) -> Vec<(String, String)> {
+        if !self.flow.sync_topic_configs {
+            return Vec::new();
+        }
+        match topic_configs::wanted(&self.flow, &clients.source_admin, source_topic) {
+            Ok(configs) => configs,
+            Err(e) => {
+                warn!(flow = %self.flow.name(), "cannot read the configs of {source_topic} on {}; creating its remote topic with the target's defaults: {e:#}", self.source.alias);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Re-applies the source topics' configs to their existing remote topics.
+    pub(super) fn sync_configs(
+        &self,
+        clients: &Clients,
+        plan: &TopicPlan,
+        internals: &mut Internals,
+    ) {
+        internals.next_config_sync = Instant::now() + self.flow.sync_topic_configs_interval;
+        if !self.flow.sync_topic_configs || internals.config_sync_unsupported {
+            return;
+        }
+        for route in &plan.routes {
+            let wanted =
+                match topic_configs::wanted(&self.flow, &clients.source_admin, &route.source_topic)
+                {
+                    Ok(w) => w,
+                    Err(e) => {
+                        debug!(flow = %self.flow.name(), "config sync: {e:#}");
+                        continue;
+                    }
+                };
+            match topic_configs::resync(&self.flow, &clients.admin, &route.remote_topic, &wanted) {
+                Ok(true) => {
+                    info!(flow = %self.flow.name(), "synced the configs of {} from {}", route.remote_topic, route.source_topic)
+                }
+                Ok(false) => {}
+                Err(e) if format!("{e:#}").contains("not supported") => {
+                    warn!(flow = %self.flow.name(), "{} cannot alter topic configs; remote topics keep the configs they were created with: {e:#}", self.target.alias);
+                    internals.config_sync_unsupported = true;
+                    return;
+                }
+                Err(e) => {
+                    warn!(flow = %self.flow.name(), "config sync of {}: {e:#}", route.remote_topic)
+                }
+            }
+        }
+    }
+
+    /// Copies the literal topic ACLs of mirrored topics to their remote topics (MM2's rules).
+    pub(super) fn sync_acls(&self, clients: &Clients, plan: &TopicPlan, internals: &mut Internals) {
+        internals.next_acl_sync = Instant::now() + self.flow.sync_topic_acls_interval;
+        let routes: HashMap<&str, &str> = plan
+            .routes
+            .iter()
+            .map(|r| (r.source_topic.as_str(), r.remote_topic.as_str()))
+            .collect();
+        let result = acls::sync_once(
+            &clients.source_admin,
+            &clients.admin,
+            |topic| routes.get(topic).map(|r| r.to_string()),
+            REQUEST_TIMEOUT,
+        );
+        match result {
+            Ok(0) => debug!(flow = %self.flow.name(), "ACL sync: no topic ACLs to copy"),
+            Ok(n) => {
+                info!(flow = %self.flow.name(), "ACL sync: {n} topic ACL(s) on {}", self.target.alias)
+            }
+            Err(acls::AclError::NoAuthorizer(e)) => {
+                info!(flow = %self.flow.name(), "ACL sync off: {} or {} has no authorizer ({e})", self.source.alias, self.target.alias);
+                internals.acl_sync_off = true;
+            }
+            Err(e) => warn!(flow = %self.flow.name(), "ACL sync: {e}"),
+        }
+    }
+}

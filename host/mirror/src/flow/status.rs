@@ -1,0 +1,344 @@
+//! What a running flow shows: its status (counters, state, degraded partitions, clusters that
+//! do not answer, lag), how the state is derived, and the lag and stall checks.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::Consumer;
+
+use tracing::{debug, info, warn};
+
+use crate::degraded::Degraded;
+
+use refract_telemetry::FlowState;
+
+use super::*;
+
+/// What a running flow has done, shared with whoever started it.
+#[derive(Debug, Default, Clone)]
+pub struct FlowStatus {
+    /// Source topic → remote topic, for every mirrored topic.
+    pub routes: BTreeMap<String, String>,
+    /// Records handed to the target producer since start.
+    pub records_sent: u64,
+    /// Records that were already on the target past the last commit when the flow (re)started,
+    /// and so are mirrored a second time.
+    pub duplicates: u64,
+    /// Times the flow failed and was restarted.
+    pub restarts: u64,
+    /// Records a processor dropped on purpose.
+    pub records_dropped: u64,
+    /// Records dropped because a processor with `on_error = "skip"` failed on them.
+    pub records_skipped: u64,
+    /// Records sent to the dead-letter topic.
+    pub records_dead_lettered: u64,
+    /// Records not mirrored because their provenance header shows they came from the target.
+    pub records_looped: u64,
+    /// MM2 offset syncs written.
+    pub offset_syncs: u64,
+    /// MM2 heartbeats written.
+    pub heartbeats: u64,
+    /// MM2 checkpoints written.
+    pub checkpoints: u64,
+    /// Translated offsets committed to target consumer groups.
+    pub group_offsets_synced: u64,
+    /// Times new plugins were swapped in while running.
+    pub plugin_swaps: u64,
+    /// running, degraded (running, with partitions that cannot make progress), restarting,
+    /// halted or stopped.
+    pub state: &'static str,
+    /// The partitions that cannot make progress (and a failure of the flow's own reads that
+    /// names no partition), in source topic and partition order.
+    pub degraded: Vec<DegradedPartition>,
+    /// Per mirrored partition (`topic[partition]`): source records not yet acknowledged by the
+    /// target, as of the last commit. Empty while it cannot be known ([`FlowStatus::lag_unknown`]).
+    pub lag: BTreeMap<String, i64>,
+    /// Why the lag is not known now (the source does not answer): never a stale number.
+    pub lag_unknown: Option<String>,
+    /// The flow's clusters that do not answer (see [`crate::watch`]).
+    pub unreachable: Vec<crate::watch::Unreachable>,
+    /// Records are behind and none was acknowledged for [`STALL_AFTER`]: why.
+    pub stalled: Option<String>,
+    /// Clusters that answer again after an outage, not yet reported with their backlog.
+    pub recovered: Vec<(String, &'static str, Duration)>,
+    /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
+    pub halted: Option<String>,
+    /// The last failure, if any.
+    pub last_error: Option<String>,
+}
+
+/// A flow's status, updated while it runs.
+pub type SharedStatus = Arc<Mutex<FlowStatus>>;
+
+/// A source partition that cannot make progress: it is not read while the flow's other
+/// partitions keep flowing, and is retried with backoff (what `/status` and `/health` show).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DegradedPartition {
+    /// The source topic; `None` for a failure of the flow's own reads that names no partition.
+    pub topic: Option<String>,
+    /// The topic's name on the target.
+    pub remote_topic: Option<String>,
+    /// The partition (the same number on the source and the target).
+    pub partition: Option<i32>,
+    /// The failure's category: `record_too_large`, `authorization`, `unknown_topic`,
+    /// `decompression`, `corrupt`, `produce` or `fetch`.
+    pub reason: &'static str,
+    /// The latest failure's message.
+    pub error: String,
+    /// Wall-clock ms since the epoch when it became degraded.
+    pub since_ms: i64,
+    /// Retries that failed since then.
+    pub retries: u32,
+    /// The source offset it is stuck at, when known.
+    pub offset: Option<i64>,
+}
+
+impl DegradedPartition {
+    pub(super) fn new(slot: Option<&Slot>, d: &Degraded) -> Self {
+        Self {
+            topic: slot.map(|s| s.topic.clone()),
+            remote_topic: slot.map(|s| s.remote.clone()),
+            partition: slot.map(|s| s.partition),
+            reason: d.reason.as_str(),
+            error: d.error.clone(),
+            since_ms: d.since_ms,
+            retries: d.retries,
+            offset: d.offset,
+        }
+    }
+
+    /// One line naming it, its reason and error: `orders[3] record_too_large: Broker: Message
+    /// size too large (offset 42)`.
+    pub fn summary(&self) -> String {
+        let what = match (&self.topic, self.partition) {
+            (Some(t), Some(p)) => format!("{t}[{p}]"),
+            _ => "source reads".to_string(),
+        };
+        let at = self
+            .offset
+            .map(|o| format!(" (offset {o})"))
+            .unwrap_or_default();
+        format!("{what} {}: {}{at}", self.reason, self.error)
+    }
+}
+
+impl crate::watch::WatchSink for FlowRunner {
+    fn unreachable(&self, u: crate::watch::Unreachable) {
+        {
+            let mut status = lock(&self.status);
+            status.unreachable.retain(|x| x.cluster != u.cluster);
+            if u.role == "source" {
+                status.lag.clear();
+                status.lag_unknown = Some(u.summary());
+            }
+            status.unreachable.push(u);
+        }
+        self.refresh_state();
+    }
+
+    fn reachable(&self, cluster: &str, role: &'static str, outage: Duration) {
+        {
+            let mut status = lock(&self.status);
+            status.unreachable.retain(|x| x.cluster != cluster);
+            status.recovered.push((cluster.to_string(), role, outage));
+        }
+        self.refresh_state();
+    }
+}
+
+/// Stall detection: `mark` is (acknowledged positions summed, when that sum last changed or
+/// nothing was behind). How long the flow has been stalled, once records are behind and none
+/// was acknowledged for [`STALL_AFTER`].
+pub(super) fn stall(
+    mark: &mut (i64, Instant),
+    acknowledged: i64,
+    behind: i64,
+    now: Instant,
+) -> Option<Duration> {
+    if acknowledged != mark.0 || behind == 0 {
+        *mark = (acknowledged, now);
+    }
+    let idle = now.saturating_duration_since(mark.1);
+    (behind > 0 && idle >= STALL_AFTER).then_some(idle)
+}
+
+impl FlowRunner {
+    /// Running or degraded, from what is known now: degraded partitions, clusters that do not
+    /// answer, a stall. Other states (restarting, halted, stopped) are left as they are.
+    pub(super) fn refresh_state(&self) {
+        let mut status = lock(&self.status);
+        let live = [FlowState::Running.as_str(), FlowState::Degraded.as_str()];
+        if !live.contains(&status.state) {
+            return;
+        }
+        let state = if status.degraded.is_empty()
+            && status.unreachable.is_empty()
+            && status.stalled.is_none()
+        {
+            FlowState::Running
+        } else {
+            FlowState::Degraded
+        };
+        status.state = state.as_str();
+        drop(status);
+        if let Some(m) = &self.flow_metrics {
+            m.set_state(state);
+        }
+    }
+
+    pub(super) fn set_state(&self, state: FlowState) {
+        if let Some(m) = &self.flow_metrics {
+            m.set_state(state);
+        }
+        lock(&self.status).state = state.as_str();
+    }
+
+    /// Notes a failed run in the shared status.
+    pub fn record_failure(&self, error: &anyhow::Error) {
+        let mut status = lock(&self.status);
+        status.last_error = Some(format!("{error:#}"));
+        let state = match error.downcast_ref::<crate::chain::Halt>() {
+            Some(halt) => {
+                status.halted = Some(halt.to_string());
+                FlowState::Halted
+            }
+            None => {
+                status.restarts += 1;
+                FlowState::Restarting
+            }
+        };
+        drop(status);
+        self.set_state(state);
+    }
+
+    /// Per partition: the source's high watermark (as of the consumer's last fetch, no request)
+    /// minus the position after the last record the target acknowledged.
+    pub(super) fn update_lag(&self, clients: &Clients, slots: &Slots, progress: &Progress) {
+        // Cached watermarks of a source that does not answer are stale: the lag is unknown
+        // (set by the watch), never a stale number.
+        if self.unreachable("source") {
+            return;
+        }
+        let progress = lock(progress);
+        let mut lag = BTreeMap::new();
+        let mut acknowledged = 0i64;
+        for (i, slot) in slots.slots.iter().enumerate() {
+            // librdkafka only knows a partition's watermark after a fetch answered for it.
+            let Some(high) = cached_high_watermark(&clients.consumer, &slot.topic, slot.partition)
+                .or_else(|| {
+                    clients
+                        .consumer
+                        .fetch_watermarks(&slot.topic, slot.partition, Duration::from_secs(1))
+                        .ok()
+                        .map(|(_, high)| high)
+                })
+            else {
+                debug!(flow = %self.flow.name(), "lag of {}[{}]: no high watermark", slot.topic, slot.partition);
+                continue;
+            };
+            let done = progress[i]
+                .committable()
+                .or(slot.committed)
+                .or(slot.position);
+            let Some(done) = done else {
+                debug!(flow = %self.flow.name(), "lag of {}[{}]: no position", slot.topic, slot.partition);
+                continue;
+            };
+            let behind = (high - done).max(0);
+            acknowledged += done;
+            if let Some(m) = &slot.metrics {
+                m.replication_lag_records.set_i64(behind);
+            }
+            lag.insert(format!("{}[{}]", slot.topic, slot.partition), behind);
+        }
+        drop(progress);
+        let behind: i64 = lag.values().sum();
+        let stalled = stall(
+            &mut lock(&self.progress_mark),
+            acknowledged,
+            behind,
+            Instant::now(),
+        )
+        .map(|idle| {
+            format!(
+                "{behind} records behind and none acknowledged by cluster {} for {} s",
+                self.target.alias,
+                idle.as_secs()
+            )
+        });
+        let name = self.flow.name();
+        let (recovered, was_stalled) = {
+            let mut status = lock(&self.status);
+            let partitions = lag.len();
+            status.lag = lag;
+            status.lag_unknown = None;
+            let was = status.stalled.clone();
+            status.stalled = stalled.clone();
+            (
+                std::mem::take(&mut status.recovered)
+                    .into_iter()
+                    .map(|r| (r, partitions))
+                    .collect::<Vec<_>>(),
+                was,
+            )
+        };
+        for ((cluster, role, outage), partitions) in recovered {
+            info!(flow = %name, "cluster {cluster} ({role}) is back after an outage of {:.1} s; backlog {behind} records over {partitions} partitions", outage.as_secs_f64());
+        }
+        match (&was_stalled, &stalled) {
+            (None, Some(why)) => {
+                warn!(flow = %name, "stalled: {why}");
+            }
+            (Some(_), None) => {
+                info!(flow = %name, "no longer stalled: records are acknowledged again")
+            }
+            _ => {}
+        }
+        if was_stalled.is_some() != stalled.is_some() {
+            self.refresh_state();
+        }
+    }
+}
+
+#[cfg(test)]
+mod stall_tests {
+    use super::{stall, STALL_AFTER};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn stalled_only_when_behind_and_nothing_acknowledged_for_the_threshold() {
+        let t0 = Instant::now();
+        let mut mark = (100, t0);
+        let later = |d: Duration| t0 + d;
+        // Behind, but progress: the mark moves, no stall.
+        assert_eq!(stall(&mut mark, 150, 10, later(STALL_AFTER)), None);
+        assert_eq!(mark, (150, later(STALL_AFTER)));
+        // Behind, no progress, not yet long enough.
+        assert_eq!(
+            stall(
+                &mut mark,
+                150,
+                10,
+                later(STALL_AFTER * 2 - Duration::from_secs(1))
+            ),
+            None
+        );
+        // Long enough: stalled for the whole idle time.
+        assert_eq!(
+            stall(&mut mark, 150, 10, later(STALL_AFTER * 2)),
+            Some(STALL_AFTER)
+        );
+        // Nothing behind: never stalled, and the clock restarts.
+        assert_eq!(stall(&mut mark, 150, 0, later(STALL_AFTER * 5)), None);
+        assert_eq!(
+            stall(
+                &mut mark,
+                150,
+                3,
+                later(STALL_AFTER * 5 + Duration::from_secs(1))
+            ),
+            None
+        );
+    }
+}
