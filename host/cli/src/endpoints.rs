@@ -27,7 +27,7 @@ fn degraded_json(d: &DegradedPartition) -> Value {
 pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
     let mut out = String::new();
     for (name, s) in flows {
-        out.push_str(&format!("{name}: {}\n", s.state));
+        out.push_str(&format!("{name}: {}\n", s.state.as_str()));
     }
     for (name, s) in flows {
         for u in &s.unreachable {
@@ -35,6 +35,9 @@ pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
         }
         if let Some(why) = &s.stalled {
             out.push_str(&format!("flow {name} stalled: {why}\n"));
+        }
+        if let Some(why) = &s.checkpoints_failing {
+            out.push_str(&format!("flow {name} checkpoints failing: {why}\n"));
         }
         for d in &s.degraded {
             out.push_str(&format!("flow {name} degraded: {}\n", d.summary()));
@@ -51,7 +54,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
         .map(|(name, s)| {
             json!({
                 "flow": name,
-                "state": s.state,
+                "state": s.state.as_str(),
                 "topics": s.routes,
                 "records_sent": s.records_sent,
                 "records_dropped": s.records_dropped,
@@ -75,6 +78,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
                     "since_ms": u.since_ms,
                 })).collect::<Vec<_>>(),
                 "stalled": s.stalled,
+                "checkpoints_failing": s.checkpoints_failing,
                 "degraded": s.degraded.iter().map(degraded_json).collect::<Vec<_>>(),
                 "halted": s.halted,
                 "last_error": s.last_error,
@@ -141,7 +145,7 @@ mod tests {
             (
                 "a->b".to_string(),
                 FlowStatus {
-                    state: "degraded",
+                    state: refract_telemetry::FlowState::Degraded,
                     degraded: vec![reads.clone(), degraded.clone()],
                     ..FlowStatus::default()
                 },
@@ -149,14 +153,14 @@ mod tests {
             (
                 "b->a".to_string(),
                 FlowStatus {
-                    state: "running",
+                    state: refract_telemetry::FlowState::Running,
                     ..FlowStatus::default()
                 },
             ),
             (
                 "a->c".to_string(),
                 FlowStatus {
-                    state: "degraded",
+                    state: refract_telemetry::FlowState::Degraded,
                     unreachable: vec![refract_mirror::watch::Unreachable {
                         cluster: "c".into(),
                         role: "target",
@@ -167,6 +171,7 @@ mod tests {
                     stalled: Some(
                         "5 records behind and none acknowledged by cluster c for 61 s".into(),
                     ),
+                    checkpoints_failing: Some("creating the admin client for c: refused".into()),
                     ..FlowStatus::default()
                 },
             ),
@@ -177,7 +182,8 @@ mod tests {
              flow a->b degraded: source reads fetch: all brokers down\n\
              flow a->b degraded: big[0] record_too_large: Broker: Message size too large (offset 42)\n\
              flow a->c degraded: cluster c (target, h:9) unreachable: Connection refused\n\
-             flow a->c stalled: 5 records behind and none acknowledged by cluster c for 61 s\n"
+             flow a->c stalled: 5 records behind and none acknowledged by cluster c for 61 s\n\
+             flow a->c checkpoints failing: creating the admin client for c: refused\n"
         );
         let json = degraded_json(&degraded);
         assert_eq!(

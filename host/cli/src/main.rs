@@ -347,9 +347,10 @@ impl CatchUp {
     fn check(&mut self, mirror: &Mirror) -> bool {
         let status = mirror.status();
         let ready = !status.is_empty()
-            && status
-                .iter()
-                .all(|(_, s)| s.state == "running" && (s.routes.is_empty() || !s.lag.is_empty()));
+            && status.iter().all(|(_, s)| {
+                s.state == refract_telemetry::FlowState::Running
+                    && (s.routes.is_empty() || !s.lag.is_empty())
+            });
         let lag: i64 = status.iter().flat_map(|(_, s)| s.lag.values()).sum();
         let sent: u64 = status.iter().map(|(_, s)| s.records_sent).sum();
         if ready && self.first_lag.is_none() {

@@ -182,6 +182,9 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
         if let Some(why) = flow["stalled"].as_str() {
             println!("  STALLED: {why}");
         }
+        if let Some(why) = flow["checkpoints_failing"].as_str() {
+            println!("  CHECKPOINTS FAILING: {why}");
+        }
         if let Some(why) = flow["lag_unknown"].as_str() {
             println!("  lag unknown: {why}");
         } else if let Some(lag) = flow["lag"].as_object() {

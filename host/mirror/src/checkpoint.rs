@@ -103,6 +103,12 @@ impl CheckpointRunner {
         *lock(&self.pending) = Some(plugin);
     }
 
+    /// Shows a failure of the checkpoints (they are restarted with backoff) in `/health` and
+    /// `/status` until they run again.
+    pub fn record_failure(&self, error: &anyhow::Error) {
+        lock(&self.status).checkpoints_failing = Some(format!("{error:#}"));
+    }
+
     /// The thread name: `checkpoints A->B`.
     pub fn name(&self) -> String {
         format!("checkpoints {}", self.flow.name())
@@ -189,6 +195,10 @@ impl CheckpointRunner {
             && !self.stop.load(Ordering::Relaxed)
         {}
         debug!(flow = %name, "read {read} offset syncs from {syncs_topic} on {}", syncs_cluster.alias);
+        // Connected and caught up: an earlier failure is over.
+        if lock(&self.status).checkpoints_failing.take().is_some() {
+            info!(flow = %name, "checkpoints running again");
+        }
 
         let mut next_groups = Instant::now();
         let mut next_checkpoint = Instant::now() + self.flow.checkpoint_interval;

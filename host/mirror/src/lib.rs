@@ -244,10 +244,11 @@ impl Mirror {
         !flows.is_empty()
             && flows.iter().all(|f| {
                 let status = flow::lock(&f.status);
-                status.state == FlowState::Running.as_str()
+                status.state == FlowState::Running
                     && status.degraded.is_empty()
                     && status.unreachable.is_empty()
                     && status.stalled.is_none()
+                    && status.checkpoints_failing.is_none()
             })
     }
 
@@ -523,7 +524,9 @@ impl Task for CheckpointRunner {
     fn run(&self) -> Result<()> {
         CheckpointRunner::run(self)
     }
-    fn record_failure(&self, _error: &anyhow::Error) {}
+    fn record_failure(&self, error: &anyhow::Error) {
+        CheckpointRunner::record_failure(self, error)
+    }
 }
 
 fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {

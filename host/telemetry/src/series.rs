@@ -120,8 +120,11 @@ pub struct FlowMetrics {
 }
 
 /// Lifecycle state of a flow, as exposed by `refract_flow_state{state=...}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FlowState {
+    /// Not connected yet (every `refract_flow_state` series is 0).
+    #[default]
+    Starting,
     /// Replicating.
     Running,
     /// Replicating, but at least one partition cannot make progress and is retried.
@@ -147,6 +150,7 @@ impl FlowState {
     /// The `state` label value.
     pub fn as_str(self) -> &'static str {
         match self {
+            FlowState::Starting => "starting",
             FlowState::Running => "running",
             FlowState::Degraded => "degraded",
             FlowState::Restarting => "restarting",

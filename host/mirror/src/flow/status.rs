@@ -47,7 +47,7 @@ pub struct FlowStatus {
     pub plugin_swaps: u64,
     /// running, degraded (running, with partitions that cannot make progress), restarting,
     /// halted or stopped.
-    pub state: &'static str,
+    pub state: FlowState,
     /// The partitions that cannot make progress (and a failure of the flow's own reads that
     /// names no partition), in source topic and partition order.
     pub degraded: Vec<DegradedPartition>,
@@ -60,6 +60,8 @@ pub struct FlowStatus {
     pub unreachable: Vec<crate::watch::Unreachable>,
     /// Records are behind and none was acknowledged for [`STALL_AFTER`]: why.
     pub stalled: Option<String>,
+    /// Why the flow's checkpoints (and group offset sync) fail, while they are restarted.
+    pub checkpoints_failing: Option<String>,
     /// Clusters that answer again after an outage, not yet reported with their backlog.
     pub recovered: Vec<(String, &'static str, Duration)>,
     /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
@@ -168,7 +170,7 @@ impl FlowRunner {
     /// answer, a stall. Other states (restarting, halted, stopped) are left as they are.
     pub(super) fn refresh_state(&self) {
         let mut status = lock(&self.status);
-        let live = [FlowState::Running.as_str(), FlowState::Degraded.as_str()];
+        let live = [FlowState::Running, FlowState::Degraded];
         if !live.contains(&status.state) {
             return;
         }
@@ -180,7 +182,7 @@ impl FlowRunner {
         } else {
             FlowState::Degraded
         };
-        status.state = state.as_str();
+        status.state = state;
         drop(status);
         if let Some(m) = &self.flow_metrics {
             m.set_state(state);
@@ -191,7 +193,7 @@ impl FlowRunner {
         if let Some(m) = &self.flow_metrics {
             m.set_state(state);
         }
-        lock(&self.status).state = state.as_str();
+        lock(&self.status).state = state;
     }
 
     /// Notes a failed run in the shared status.
