@@ -2,6 +2,8 @@
 //! worlds reuse the policy world's `types` and `host` bindings, so a record or an error is one
 //! Rust type whichever world it crosses, and one linker serves every plugin.
 
+/// The `policy-plugin` world (generated code: its items carry the WIT's own names).
+#[allow(missing_docs)]
 pub mod policy {
     wasmtime::component::bindgen!({
         world: "policy-plugin",

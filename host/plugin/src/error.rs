@@ -5,45 +5,82 @@ use std::time::Duration;
 pub enum PluginError {
     /// The file could not be read or the built-in name is unknown.
     #[error("plugin {plugin}: cannot read it: {reason}")]
-    Read { plugin: String, reason: String },
+    Read {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
     /// The bytes are not a WebAssembly component wasmtime can compile.
     #[error("plugin {plugin}: not a usable WebAssembly component: {reason}")]
-    NotAComponent { plugin: String, reason: String },
+    NotAComponent {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
     /// The component exports a different world than the one asked for.
     #[error("plugin {plugin}: wrong plugin kind: {reason}")]
-    WrongWorld { plugin: String, reason: String },
+    WrongWorld {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
     /// Built against an incompatible version of the `refract:plugin` package.
     #[error("plugin {plugin}: built for refract:plugin@{found}, but this refract supports refract:plugin@{supported}; rebuild it against this release's wit/")]
     IncompatibleVersion {
+        /// The plugin (file or built-in name).
         plugin: String,
+        /// The package version it was built for.
         found: String,
+        /// The version this refract supports.
         supported: String,
     },
     /// Imports something the host does not grant.
     #[error("plugin {plugin}: cannot be linked: {reason}")]
-    Link { plugin: String, reason: String },
+    Link {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
     /// `init` rejected the config table.
     #[error("plugin {plugin}: init rejected its config: {reason}")]
-    Init { plugin: String, reason: String },
+    Init {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
     /// The plugin trapped, ran past its deadline or past its memory cap; its instance was dropped.
     #[error("plugin {plugin}: {call} was stopped: {reason}")]
     Trap {
+        /// The plugin (file or built-in name).
         plugin: String,
+        /// The call that failed (`format-remote-topics`, `process`, …).
         call: String,
+        /// What went wrong, in words.
         reason: String,
     },
     /// The plugin returned an error of its own.
     #[error("plugin {plugin}: {call} failed: {reason}")]
     Failed {
+        /// The plugin (file or built-in name).
         plugin: String,
+        /// The call that failed (`format-remote-topics`, `process`, …).
         call: String,
+        /// What went wrong, in words.
         reason: String,
     },
     /// The plugin broke the contract (e.g. wrong number of answers).
     #[error("plugin {plugin}: {call} broke the contract: {reason}")]
     Contract {
+        /// The plugin (file or built-in name).
         plugin: String,
+        /// The call that failed (`format-remote-topics`, `process`, …).
         call: String,
+        /// What went wrong, in words.
         reason: String,
     },
 }
