@@ -4,10 +4,13 @@
 
 mod duration;
 mod error;
+mod loader;
 mod mm2;
 mod model;
 mod oidc;
+mod properties;
 mod raw;
+mod rules;
 mod secrets;
 mod topics;
 
@@ -16,10 +19,10 @@ pub use error::ConfigError;
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{
     ClientRole, Cluster, DefaultsFrom, Flow, OffsetSyncsLocation, OnError, Pipeline,
-    PluginLocation, PluginSpec, ProcessorSpec, BUILTIN_POLICIES, BUILTIN_PROCESSORS,
-    COMPRESSION_TYPES,
+    PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
+pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
 pub use secrets::{is_sensitive_key, REDACTED};
 pub use topics::{
     PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,

@@ -7,35 +7,14 @@ use toml::Spanned;
 use crate::duration::{parse_duration, parse_size};
 use crate::error::{ConfigError, Locator};
 use crate::raw::{RawCluster, RawFlow, RawOAuthBearer, RawPipeline, RawPlugin, RawProcessor};
+use crate::rules::{
+    check_alias, BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES, RESERVED_CLIENT_KEYS,
+};
 use crate::secrets::{self, EnvLookup, Resolver, Value};
 use crate::topics::{
     PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
     DEFAULT_TOPICS_EXCLUDE,
 };
-
-/// Names of the policies embedded in the binary.
-pub const BUILTIN_POLICIES: &[&str] = &["builtin:default", "builtin:identity"];
-
-/// Names of the record processors embedded in the binary.
-pub const BUILTIN_PROCESSORS: &[&str] = &[
-    "builtin:filter",
-    "builtin:headers",
-    "builtin:json-mask",
-    "builtin:route",
-];
-
-/// The values of a flow's `compression` (librdkafka's and Kafka's `compression.type`).
-pub const COMPRESSION_TYPES: &[&str] = &["none", "gzip", "snappy", "lz4", "zstd"];
-
-/// Client properties refract sets itself; a pipeline may not override them.
-pub(crate) const RESERVED_CLIENT_KEYS: &[&str] = &[
-    "bootstrap.servers",
-    "enable.idempotence",
-    "acks",
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-    "group.id",
-];
 
 /// A validated pipeline: clusters and the flows between them.
 #[derive(Debug, Clone)]
@@ -402,24 +381,6 @@ impl PluginSpec {
 }
 
 impl Pipeline {
-    /// Reads and validates a pipeline file: TOML, or a MirrorMaker 2 `.properties` file, which
-    /// is converted first (see [`crate::convert_mm2_properties`]).
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: path.to_path_buf(),
-            line: None,
-            key: String::new(),
-            message: format!("cannot read the pipeline file: {e}"),
-        })?;
-        let is_properties = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("properties"));
-        if is_properties {
-            return crate::mm2::load(path, &text);
-        }
-        Self::parse(path, &text)
-    }
-
     /// Validates pipeline text; `path` names it in errors and anchors relative plugin paths
     /// and `${file:…}` references, which are resolved now, as `${env:…}` ones are.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
@@ -457,15 +418,6 @@ impl Pipeline {
             .iter()
             .filter(|f| targets.is_empty() || targets.contains(&f.target))
             .collect()
-    }
-}
-
-/// Whether `name` can be a cluster alias: it appears in flow names (`a->b`) and MM2 lists.
-pub(crate) fn check_alias(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',' || c == '>') {
-        Err("a cluster alias must be non-empty without spaces, ',' or '>'")
-    } else {
-        Ok(())
     }
 }
 

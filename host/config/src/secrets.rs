@@ -208,7 +208,7 @@ fn read_text(path: &Path) -> Result<String, String> {
 /// The value of `key` in a Java properties file (the last one, as in `java.util.Properties`),
 /// trimmed, as Kafka's `FileConfigProvider` reads it.
 fn properties_value(path: &Path, text: &str, key: &str) -> Result<String, String> {
-    let props = crate::mm2::parse_properties(path, text).map_err(|e| e.to_string())?;
+    let props = crate::properties::parse_properties(path, text).map_err(|e| e.to_string())?;
     props
         .into_iter()
         .rev()

@@ -35,3 +35,23 @@ pub(crate) fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
 pub fn guest_dir() -> PathBuf {
     PathBuf::from(env!("REFRACT_GUEST_DIR"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::BUILTINS;
+
+    /// The config crate validates pipelines against its list of built-in names; this crate
+    /// embeds the components. The two lists must name the same plugins.
+    #[test]
+    fn the_embedded_plugins_are_the_ones_the_config_accepts() {
+        let mut embedded: Vec<&str> = BUILTINS.iter().map(|(n, _)| *n).collect();
+        let mut accepted: Vec<&str> = refract_config::BUILTIN_POLICIES
+            .iter()
+            .chain(refract_config::BUILTIN_PROCESSORS)
+            .copied()
+            .collect();
+        embedded.sort_unstable();
+        accepted.sort_unstable();
+        assert_eq!(embedded, accepted);
+    }
+}
