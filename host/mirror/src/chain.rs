@@ -9,7 +9,9 @@
 use std::borrow::Cow;
 
 use refract_config::OnError;
-use refract_plugin::{BatchView, HeaderView, Outcome, PluginError, Processor, RecordView};
+use refract_plugin::{
+    BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, TrapKind,
+};
 use refract_telemetry::{Metrics, PluginMetrics};
 use tracing::warn;
 
@@ -92,8 +94,13 @@ impl Stage {
             m.call_duration.observe_duration(started.elapsed());
             if let Err(e) = &result {
                 m.errors.inc();
-                if matches!(e, PluginError::Trap { reason, .. } if reason.contains("call deadline"))
-                {
+                if matches!(
+                    e,
+                    PluginError::Trap {
+                        kind: TrapKind::Deadline,
+                        ..
+                    }
+                ) {
                     m.timeouts.inc();
                 }
             }

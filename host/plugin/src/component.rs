@@ -11,7 +11,7 @@ use wasmtime::Store;
 use refract_config::PluginSpec;
 
 use crate::bindings::{PluginInfo, WitPluginError};
-use crate::error::{describe_trap, PluginError};
+use crate::error::{describe_trap, PluginError, TrapKind};
 use crate::runtime::{PluginLimits, PluginRuntime, PluginState, SUPPORTED_VERSION};
 
 pub(crate) const PACKAGE: &str = "refract:plugin/";
@@ -129,6 +129,7 @@ impl<W: World> Plugin<W> {
                 plugin: self.name.to_string(),
                 call: "instantiation".into(),
                 reason: format!("{e:#}"),
+                kind: TrapKind::Guest,
             })?;
         let mut instance = Instance {
             plugin_name: self.name.clone(),
@@ -265,15 +266,17 @@ impl<W: World> Instance<W> {
             Err(trap) => {
                 let stderr =
                     String::from_utf8_lossy(&self.store.data().stderr.contents()).into_owned();
+                let (kind, reason) = describe_trap(
+                    &trap,
+                    self.limits.call_deadline,
+                    self.limits.memory_bytes,
+                    &stderr,
+                );
                 Err(PluginError::Trap {
                     plugin: self.plugin_name.to_string(),
                     call: call.to_string(),
-                    reason: describe_trap(
-                        &trap,
-                        self.limits.call_deadline,
-                        self.limits.memory_bytes,
-                        &stderr,
-                    ),
+                    reason,
+                    kind,
                 })
             }
         }

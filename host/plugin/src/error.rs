@@ -62,6 +62,8 @@ pub enum PluginError {
         call: String,
         /// What went wrong, in words.
         reason: String,
+        /// Which limit stopped it, if one did.
+        kind: TrapKind,
     },
     /// The plugin returned an error of its own.
     #[error("plugin {plugin}: {call} failed: {reason}")]
@@ -85,6 +87,17 @@ pub enum PluginError {
     },
 }
 
+/// Why a plugin's call was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrapKind {
+    /// It ran past its call deadline.
+    Deadline,
+    /// It tried to grow its memory past its limit.
+    Memory,
+    /// The guest itself failed (a panic, an exception, an unreachable instruction).
+    Guest,
+}
+
 /// Describes a trap for a user: deadline, memory cap or the guest's own failure (with whatever
 /// it wrote to stderr, e.g. a panic message).
 pub(crate) fn describe_trap(
@@ -92,10 +105,13 @@ pub(crate) fn describe_trap(
     deadline: Duration,
     memory: usize,
     stderr: &str,
-) -> String {
+) -> (TrapKind, String) {
     if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
         if *trap == wasmtime::Trap::Interrupt {
-            return format!("it ran past its {} ms call deadline", deadline.as_millis());
+            return (
+                TrapKind::Deadline,
+                format!("it ran past its {} ms call deadline", deadline.as_millis()),
+            );
         }
     }
     let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
@@ -103,9 +119,12 @@ pub(crate) fn describe_trap(
         .iter()
         .any(|m| m.contains("forcing trap when growing memory"))
     {
-        return format!(
-            "it tried to grow its memory past its {} MiB limit",
-            memory >> 20
+        return (
+            TrapKind::Memory,
+            format!(
+                "it tried to grow its memory past its {} MiB limit",
+                memory >> 20
+            ),
         );
     }
     let mut text = chain.first().cloned().unwrap_or_default();
@@ -125,5 +144,5 @@ pub(crate) fn describe_trap(
             .join(" | ");
         text = format!("{text} (plugin stderr: {last})");
     }
-    text
+    (TrapKind::Guest, text)
 }

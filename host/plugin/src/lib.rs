@@ -20,7 +20,7 @@ mod view;
 pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use cache::{default_cache_dir, CACHE_DIR_ENV};
-pub use error::PluginError;
+pub use error::{PluginError, TrapKind};
 pub use policy::{PolicyPlugin, ReplicationPolicy};
 pub use processor::{AnyPlugin, Processor, ProcessorKind, ProcessorPlugin};
 pub use runtime::{PluginLimits, PluginRuntime};

@@ -179,7 +179,9 @@ fn bad_plugins_are_rejected_with_their_reason() {
             plugin,
             call,
             reason,
+            kind,
         } => {
+            assert_eq!(kind, refract_plugin::TrapKind::Guest);
             assert_eq!(plugin, misbehaving);
             assert_eq!(call, "init");
             assert!(reason.contains("panicked on purpose in init"), "{reason}");
@@ -187,13 +189,17 @@ fn bad_plugins_are_rejected_with_their_reason() {
         other => panic!("unexpected {other}"),
     }
     match load_error(file("misbehaving_policy.wasm"), "loop_in = \"init\"") {
-        PluginError::Trap { reason, .. } => {
+        PluginError::Trap { reason, kind, .. } => {
+            assert_eq!(kind, refract_plugin::TrapKind::Deadline);
             assert!(reason.contains("300 ms call deadline"), "{reason}")
         }
         other => panic!("unexpected {other}"),
     }
     match load_error(file("misbehaving_policy.wasm"), "grow_in = \"init\"") {
-        PluginError::Trap { reason, .. } => assert!(reason.contains("32 MiB limit"), "{reason}"),
+        PluginError::Trap { reason, kind, .. } => {
+            assert_eq!(kind, refract_plugin::TrapKind::Memory);
+            assert!(reason.contains("32 MiB limit"), "{reason}")
+        }
         other => panic!("unexpected {other}"),
     }
     assert!(matches!(
