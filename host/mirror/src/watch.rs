@@ -16,13 +16,15 @@ use tracing::warn;
 
 use refract_config::{ClientRole, Cluster};
 
-use crate::clients::{client_config, Authenticated};
+use crate::clients::{client_config, Authenticated, Detached};
 use crate::clock::now_ms;
 
 /// Between two checks of a cluster.
 const CHECK_EVERY: Duration = Duration::from_secs(2);
 /// How long one metadata request may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Failed checks in a row after which the watch replaces its client.
+const FRESH_CLIENT_EVERY: u32 = 3;
 /// How long a cluster may go without answering before it is reported unreachable.
 pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(5);
 
@@ -95,7 +97,9 @@ fn cause_text(error: &KafkaError, reason: &str) -> String {
 struct Watched {
     role: &'static str,
     cluster: Cluster,
-    client: Option<Authenticated<BaseConsumer<LastError>>>,
+    client: Option<Detached<Authenticated<BaseConsumer<LastError>>>>,
+    /// Checks that failed in a row.
+    failures: u32,
     last_ok: Instant,
     down_since_ms: i64,
     reported: bool,
@@ -116,6 +120,7 @@ pub fn run(
             role,
             cluster: cluster.clone(),
             client: None,
+            failures: 0,
             last_ok: now,
             down_since_ms: now_ms(),
             reported: false,
@@ -149,7 +154,7 @@ fn check(flow: &str, w: &mut Watched, sink: &dyn WatchSink) {
             )
             .create_with_context(LastError::default())
             .map_err(|e| e.to_string())?;
-            w.client = Some(client);
+            w.client = Some(Detached::new(client));
         }
         let Some(client) = &w.client else {
             return Err("no client".into());
@@ -190,12 +195,20 @@ fn check(flow: &str, w: &mut Watched, sink: &dyn WatchSink) {
                 w.reported = false;
             }
             w.last_ok = Instant::now();
+            w.failures = 0;
             w.down_since_ms = now_ms();
             if let Some(c) = &w.client {
                 *c.context().0.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
         }
         Err(cause) => {
+            // A connection wedged by a frozen broker can keep failing after the broker is back:
+            // every few failed checks the watch starts over with a new client (closed off this
+            // thread).
+            w.failures += 1;
+            if w.failures % FRESH_CLIENT_EVERY == 0 {
+                w.client = None;
+            }
             if !w.reported && w.last_ok.elapsed() >= UNREACHABLE_AFTER {
                 w.reported = true;
                 let u = Unreachable {
