@@ -4,6 +4,7 @@
 
 mod duration;
 mod error;
+mod flow;
 mod loader;
 mod mm2;
 mod model;
@@ -16,11 +17,13 @@ mod topics;
 
 pub use duration::{parse_duration, parse_size};
 pub use error::ConfigError;
-pub use mm2::{convert_mm2_properties, Mm2Conversion};
-pub use model::{
-    ClientRole, Cluster, DefaultsFrom, Flow, OffsetSyncsLocation, OnError, Pipeline,
+pub use flow::{
+    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom,
+    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
     PluginLocation, PluginSpec, ProcessorSpec,
 };
+pub use mm2::{convert_mm2_properties, Mm2Conversion};
+pub use model::{ClientRole, Cluster, Pipeline};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
 pub use secrets::{is_sensitive_key, REDACTED};

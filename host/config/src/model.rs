@@ -6,6 +6,11 @@ use toml::Spanned;
 
 use crate::duration::{parse_duration, parse_size};
 use crate::error::{ConfigError, Locator};
+use crate::flow::{
+    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom,
+    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
+    PluginLocation, PluginSpec, ProcessorSpec,
+};
 use crate::raw::{RawCluster, RawFlow, RawOAuthBearer, RawPipeline, RawPlugin, RawProcessor};
 use crate::rules::{
     check_alias, BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES, RESERVED_CLIENT_KEYS,
@@ -188,195 +193,6 @@ impl Cluster {
         self.bootstrap_written
             .clone()
             .unwrap_or_else(|| self.bootstrap.clone())
-    }
-}
-
-/// One directed replication flow `source -> target`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Flow {
-    /// Source cluster alias.
-    pub source: String,
-    /// Target cluster alias.
-    pub target: String,
-    /// Which source topics are mirrored.
-    pub topics: TopicFilter,
-    /// Names remote topics.
-    pub policy: PluginSpec,
-    /// How often source topics and partitions are rediscovered.
-    pub refresh_topics_interval: Duration,
-    /// How often the acknowledged source position is committed.
-    pub commit_interval: Duration,
-    /// Replication factor for remote topics refract creates (-1: the broker's default).
-    pub replication_factor: i32,
-    /// Mirror heartbeats topics even when the topic filter does not include them (MM2 default).
-    pub heartbeats_replication: bool,
-    /// Filters and transforms applied in order after the policy names the target topic.
-    pub processors: Vec<ProcessorSpec>,
-    /// Topic on the target that receives records a processor failed on (`on_error = "dead-letter"`).
-    pub dead_letter_topic: String,
-    /// Which source consumer groups get checkpoints (MM2's `groups` / `groups.exclude`).
-    pub groups: TopicFilter,
-    /// Emit MM2 checkpoints to `<source>.checkpoints.internal` on the target.
-    pub emit_checkpoints: bool,
-    /// How often group offsets are translated and checkpointed.
-    pub checkpoint_interval: Duration,
-    /// How often the source's consumer groups are listed again.
-    pub refresh_groups_interval: Duration,
-    /// Commit translated offsets to idle target groups (MM2's `sync.group.offsets.enabled`).
-    pub sync_group_offsets: bool,
-    /// How often translated offsets are committed to target groups.
-    pub sync_group_offsets_interval: Duration,
-    /// Write MM2 offset syncs (needed by checkpoints).
-    pub emit_offset_syncs: bool,
-    /// Which cluster holds the offset-syncs topic.
-    pub offset_syncs_location: OffsetSyncsLocation,
-    /// A new offset sync is written once the downstream offset is this far past the last one.
-    pub offset_lag_max: i64,
-    /// Emit MM2 heartbeats to `heartbeats` on the target.
-    pub emit_heartbeats: bool,
-    /// How often a heartbeat is emitted.
-    pub heartbeat_interval: Duration,
-    /// Create remote topics with the source's topic configs and keep them in sync.
-    pub sync_topic_configs: bool,
-    /// How often topic configs are re-synced.
-    pub sync_topic_configs_interval: Duration,
-    /// Topic configs never copied.
-    pub config_properties_exclude: PatternList,
-    /// Where a config the source leaves at its default takes its value from.
-    pub use_defaults_from: DefaultsFrom,
-    /// Copy literal topic ACLs (MM2's rules, additive only).
-    pub sync_topic_acls: bool,
-    /// How often ACLs are re-synced.
-    pub sync_topic_acls_interval: Duration,
-    /// Replication factor for the internal topics (offset syncs, checkpoints, heartbeats, DLQ).
-    pub internal_replication_factor: i32,
-    /// Stamp every mirrored record with the `refract.provenance` header (the clusters it passed
-    /// through) and never send a record back to a cluster it came from.
-    pub provenance_header: bool,
-    /// Kafka Connect offsets topic on the target where a MirrorMaker 2 that ran this flow kept
-    /// its positions (`mm2-offsets.<source>.internal`, or MM2's `offset.storage.topic`): a
-    /// partition refract has no position for yet resumes where MM2 stopped.
-    pub mm2_offsets_topic: String,
-    /// `compression`: the `compression.type` of the flow's target producer (one of
-    /// [`COMPRESSION_TYPES`]); `None` leaves the target cluster's producer settings (or
-    /// librdkafka's default, `none`) alone.
-    pub compression: Option<String>,
-}
-
-/// Which cluster holds a flow's offset-syncs topic (MM2's `offset-syncs.topic.location`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetSyncsLocation {
-    /// `mm2-offset-syncs.<target>.internal` on the source (MM2's default).
-    Source,
-    /// `mm2-offset-syncs.<source>.internal` on the target.
-    Target,
-}
-
-/// Where the value of a topic config the source leaves at its default comes from
-/// (MM2's `use.defaults.from`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DefaultsFrom {
-    /// Remove any override on the target, so the target broker's default applies (MM2's default).
-    Target,
-    /// Set the source broker's default value on the target.
-    Source,
-}
-
-/// A record processor in a flow's chain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessorSpec {
-    /// The filter or transform plugin.
-    pub plugin: PluginSpec,
-    /// What happens to records the processor fails on.
-    pub on_error: OnError,
-}
-
-/// What happens to the records of a batch a processor traps, times out or fails on, and to a
-/// record it rejects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnError {
-    /// Send them to the flow's dead-letter topic with headers naming the plugin and the error.
-    DeadLetter,
-    /// Drop them and count them.
-    Skip,
-    /// Stop the flow without committing past them; other flows keep running.
-    Stop,
-}
-
-impl OnError {
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "dead-letter" => Some(Self::DeadLetter),
-            "skip" => Some(Self::Skip),
-            "stop" => Some(Self::Stop),
-            _ => None,
-        }
-    }
-}
-
-impl Flow {
-    /// `source->target`, as MirrorMaker 2 writes it.
-    pub fn name(&self) -> String {
-        format!("{}->{}", self.source, self.target)
-    }
-}
-
-/// Where a plugin comes from and the config its `init` receives.
-#[derive(Debug, Clone)]
-pub struct PluginSpec {
-    /// Built-in name or file.
-    pub location: PluginLocation,
-    /// The plugin's config table as TOML text (empty when none).
-    pub config: String,
-    /// Where in the pipeline it was declared, e.g. `flow[0].policy`.
-    pub key: String,
-    /// Cap on each linear memory of an instance (`memory_limit`); the runtime default when none.
-    pub memory_limit: Option<usize>,
-    /// Longest one call may run (`call_timeout`); the runtime default when none.
-    pub call_timeout: Option<Duration>,
-}
-
-/// Equal when they load the same plugin the same way: where it was declared (`key`) does not
-/// count, so a flow that moves in the file is the same flow.
-impl PartialEq for PluginSpec {
-    fn eq(&self, other: &Self) -> bool {
-        self.location == other.location
-            && self.config == other.config
-            && self.memory_limit == other.memory_limit
-            && self.call_timeout == other.call_timeout
-    }
-}
-
-impl Eq for PluginSpec {}
-
-/// A plugin embedded in the binary or a `.wasm` component file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PluginLocation {
-    /// `builtin:<name>`.
-    Builtin(String),
-    /// A component file, resolved against the pipeline file's folder.
-    File(PathBuf),
-}
-
-impl std::fmt::Display for PluginLocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PluginLocation::Builtin(name) => write!(f, "{name}"),
-            PluginLocation::File(path) => write!(f, "{}", path.display()),
-        }
-    }
-}
-
-impl PluginSpec {
-    /// A built-in policy with no config.
-    pub fn builtin(name: &str, key: &str) -> Self {
-        Self {
-            location: PluginLocation::Builtin(name.to_string()),
-            config: String::new(),
-            key: key.to_string(),
-            memory_limit: None,
-            call_timeout: None,
-        }
     }
 }
 
@@ -786,10 +602,13 @@ impl Builder<'_> {
         let refresh_topics_interval = self.duration(
             &format!("{key}.refresh_topics_interval"),
             raw.refresh_topics_interval,
-            "30s",
+            defaults::REFRESH_TOPICS_INTERVAL,
         )?;
-        let commit_interval =
-            self.duration(&format!("{key}.commit_interval"), raw.commit_interval, "5s")?;
+        let commit_interval = self.duration(
+            &format!("{key}.commit_interval"),
+            raw.commit_interval,
+            defaults::COMMIT_INTERVAL,
+        )?;
         let replication_factor =
             self.replication_factor(&format!("{key}.replication_factor"), raw.replication_factor)?;
         let internal_replication_factor = self.replication_factor(
@@ -799,7 +618,7 @@ impl Builder<'_> {
         let groups = TopicFilter {
             include: match raw.groups {
                 Some(list) => self.patterns(&format!("{key}.groups"), list)?,
-                None => self.defaults(&format!("{key}.groups"), &[".*"])?,
+                None => self.defaults(&format!("{key}.groups"), defaults::GROUPS)?,
             },
             exclude: match raw.groups_exclude {
                 Some(list) => self.patterns(&format!("{key}.groups_exclude"), list)?,
@@ -842,7 +661,7 @@ impl Builder<'_> {
             },
         };
         let offset_lag_max = match raw.offset_lag_max {
-            None => 100,
+            None => defaults::OFFSET_LAG_MAX,
             Some(v) if *v.get_ref() >= 0 => *v.get_ref(),
             Some(v) => {
                 return self.err(
@@ -852,7 +671,7 @@ impl Builder<'_> {
                 )
             }
         };
-        let emit_offset_syncs = raw.emit_offset_syncs.unwrap_or(true);
+        let emit_offset_syncs = raw.emit_offset_syncs.unwrap_or(defaults::EMIT_OFFSET_SYNCS);
         let emit_checkpoints = raw.emit_checkpoints.unwrap_or(emit_offset_syncs);
         if emit_checkpoints && !emit_offset_syncs {
             return self.err(
@@ -861,7 +680,9 @@ impl Builder<'_> {
                 "checkpoints need offset syncs: set emit_offset_syncs = true or emit_checkpoints = false".into(),
             );
         }
-        let sync_group_offsets = raw.sync_group_offsets.unwrap_or(false);
+        let sync_group_offsets = raw
+            .sync_group_offsets
+            .unwrap_or(defaults::SYNC_GROUP_OFFSETS);
         if sync_group_offsets && !emit_checkpoints {
             return self.err(
                 raw.source.span(),
@@ -869,30 +690,38 @@ impl Builder<'_> {
                 "group offset sync needs checkpoints: set emit_checkpoints = true".into(),
             );
         }
-        let interval = |name: &str, raw: Option<Spanned<String>>, default: &str| {
+        let interval = |name: &str, raw: Option<Spanned<String>>, default: Duration| {
             self.duration(&format!("{key}.{name}"), raw, default)
         };
-        let checkpoint_interval = interval("checkpoint_interval", raw.checkpoint_interval, "60s")?;
+        let checkpoint_interval = interval(
+            "checkpoint_interval",
+            raw.checkpoint_interval,
+            defaults::CHECKPOINT_INTERVAL,
+        )?;
         let refresh_groups_interval = interval(
             "refresh_groups_interval",
             raw.refresh_groups_interval,
-            "60s",
+            defaults::REFRESH_GROUPS_INTERVAL,
         )?;
         let sync_group_offsets_interval = interval(
             "sync_group_offsets_interval",
             raw.sync_group_offsets_interval,
-            "60s",
+            defaults::SYNC_GROUP_OFFSETS_INTERVAL,
         )?;
-        let heartbeat_interval = interval("heartbeat_interval", raw.heartbeat_interval, "1s")?;
+        let heartbeat_interval = interval(
+            "heartbeat_interval",
+            raw.heartbeat_interval,
+            defaults::HEARTBEAT_INTERVAL,
+        )?;
         let sync_topic_configs_interval = interval(
             "sync_topic_configs_interval",
             raw.sync_topic_configs_interval,
-            "60s",
+            defaults::SYNC_TOPIC_CONFIGS_INTERVAL,
         )?;
         let sync_topic_acls_interval = interval(
             "sync_topic_acls_interval",
             raw.sync_topic_acls_interval,
-            "60s",
+            defaults::SYNC_TOPIC_ACLS_INTERVAL,
         )?;
         let mut processors = Vec::new();
         for (j, p) in raw.processors.unwrap_or_default().into_iter().enumerate() {
@@ -907,7 +736,7 @@ impl Builder<'_> {
                 );
             }
             Some(t) => t.into_inner(),
-            None => format!("refract.dlq.{}.internal", raw.source.get_ref()),
+            None => defaults::dead_letter_topic(raw.source.get_ref()),
         };
         let mm2_offsets_topic = match raw.mm2_offsets_topic {
             Some(t) if t.get_ref().trim().is_empty() => {
@@ -918,7 +747,7 @@ impl Builder<'_> {
                 );
             }
             Some(t) => t.into_inner(),
-            None => format!("mm2-offsets.{}.internal", raw.source.get_ref()),
+            None => defaults::mm2_offsets_topic(raw.source.get_ref()),
         };
         let compression = match raw.compression {
             None => None,
@@ -942,39 +771,55 @@ impl Builder<'_> {
             target: raw.target.into_inner(),
             topics: TopicFilter { include, exclude },
             policy,
-            refresh_topics_interval,
-            commit_interval,
-            replication_factor,
-            heartbeats_replication: raw.heartbeats_replication.unwrap_or(true),
             processors,
-            dead_letter_topic,
-            groups,
-            emit_checkpoints,
-            checkpoint_interval,
-            refresh_groups_interval,
-            sync_group_offsets,
-            sync_group_offsets_interval,
-            emit_offset_syncs,
-            offset_syncs_location,
-            offset_lag_max,
-            emit_heartbeats: raw.emit_heartbeats.unwrap_or(true),
-            heartbeat_interval,
-            sync_topic_configs: raw.sync_topic_configs.unwrap_or(true),
-            sync_topic_configs_interval,
-            config_properties_exclude,
-            use_defaults_from,
-            sync_topic_acls: raw.sync_topic_acls.unwrap_or(true),
-            sync_topic_acls_interval,
+            refresh_topics_interval,
+            replication_factor,
             internal_replication_factor,
-            provenance_header: raw.provenance_header.unwrap_or(true),
+            provenance_header: raw.provenance_header.unwrap_or(defaults::PROVENANCE_HEADER),
             mm2_offsets_topic,
-            compression,
+            delivery: DeliverySettings {
+                commit_interval,
+                compression,
+                dead_letter_topic,
+            },
+            checkpoints: CheckpointSettings {
+                enabled: emit_checkpoints,
+                groups,
+                interval: checkpoint_interval,
+                refresh_groups_interval,
+                sync_group_offsets,
+                sync_group_offsets_interval,
+            },
+            offset_syncs: OffsetSyncSettings {
+                enabled: emit_offset_syncs,
+                location: offset_syncs_location,
+                lag_max: offset_lag_max,
+            },
+            heartbeats: HeartbeatSettings {
+                enabled: raw.emit_heartbeats.unwrap_or(defaults::EMIT_HEARTBEATS),
+                interval: heartbeat_interval,
+                replication: raw
+                    .heartbeats_replication
+                    .unwrap_or(defaults::HEARTBEATS_REPLICATION),
+            },
+            config_sync: ConfigSyncSettings {
+                enabled: raw
+                    .sync_topic_configs
+                    .unwrap_or(defaults::SYNC_TOPIC_CONFIGS),
+                interval: sync_topic_configs_interval,
+                exclude: config_properties_exclude,
+                use_defaults_from,
+            },
+            acl_sync: AclSyncSettings {
+                enabled: raw.sync_topic_acls.unwrap_or(defaults::SYNC_TOPIC_ACLS),
+                interval: sync_topic_acls_interval,
+            },
         }))
     }
 
     fn replication_factor(&self, key: &str, raw: Option<Spanned<i64>>) -> Result<i32, ConfigError> {
         match raw {
-            None => Ok(-1),
+            None => Ok(defaults::REPLICATION_FACTOR),
             Some(rf) => match i32::try_from(*rf.get_ref()) {
                 Ok(n) if n == -1 || n >= 1 => Ok(n),
                 _ => self.err(
@@ -1038,12 +883,12 @@ impl Builder<'_> {
         &self,
         key: &str,
         raw: Option<Spanned<String>>,
-        default: &str,
+        default: Duration,
     ) -> Result<Duration, ConfigError> {
-        let (span, text) = match raw {
-            Some(s) => (Some(s.span()), s.into_inner()),
-            None => (None, default.to_string()),
+        let Some(raw) = raw else {
+            return Ok(default);
         };
+        let (span, text) = (Some(raw.span()), raw.into_inner());
         match parse_duration(&text) {
             Ok(d) if d.is_zero() => Err(self.loc.error(span, key, "must be greater than zero")),
             Ok(d) => Ok(d),
@@ -1272,7 +1117,10 @@ mod processor_tests {
         assert_eq!(procs[0].plugin.key, "flow[0].processors[0]");
         assert_eq!(procs[1].on_error, OnError::DeadLetter);
         assert_eq!(procs[2].on_error, OnError::Skip);
-        assert_eq!(p.flows[0].dead_letter_topic, "refract.dlq.a.internal");
+        assert_eq!(
+            p.flows[0].delivery.dead_letter_topic,
+            "refract.dlq.a.internal"
+        );
     }
 
     #[test]
@@ -1342,21 +1190,75 @@ mod mm2_settings_tests {
     fn mm2_defaults() {
         let p = parse("").unwrap();
         let f = &p.flows[0];
-        assert!(f.groups.should_replicate("payments-app"));
-        assert!(!f.groups.should_replicate("console-consumer-123"));
-        assert!(!f.groups.should_replicate("connect-sink"));
-        assert!(!f.groups.should_replicate("__internal"));
-        assert!(f.emit_checkpoints && f.emit_offset_syncs && f.emit_heartbeats);
-        assert!(!f.sync_group_offsets);
-        assert_eq!(f.offset_lag_max, 100);
-        assert_eq!(f.offset_syncs_location, OffsetSyncsLocation::Source);
-        assert_eq!(f.checkpoint_interval, Duration::from_secs(60));
-        assert_eq!(f.heartbeat_interval, Duration::from_secs(1));
-        assert!(f.config_properties_exclude.matches("min.insync.replicas"));
-        assert!(!f.config_properties_exclude.matches("retention.ms"));
-        assert_eq!(f.use_defaults_from, DefaultsFrom::Target);
-        assert!(f.sync_topic_configs && f.sync_topic_acls && f.provenance_header);
+        assert!(f.checkpoints.groups.should_replicate("payments-app"));
+        assert!(!f
+            .checkpoints
+            .groups
+            .should_replicate("console-consumer-123"));
+        assert!(!f.checkpoints.groups.should_replicate("connect-sink"));
+        assert!(!f.checkpoints.groups.should_replicate("__internal"));
+        assert!(f.checkpoints.enabled && f.offset_syncs.enabled && f.heartbeats.enabled);
+        assert!(!f.checkpoints.sync_group_offsets);
+        assert_eq!(f.offset_syncs.lag_max, 100);
+        assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Source);
+        assert_eq!(f.checkpoints.interval, Duration::from_secs(60));
+        assert_eq!(f.heartbeats.interval, Duration::from_secs(1));
+        assert!(f.config_sync.exclude.matches("min.insync.replicas"));
+        assert!(!f.config_sync.exclude.matches("retention.ms"));
+        assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Target);
+        assert!(f.config_sync.enabled && f.acl_sync.enabled && f.provenance_header);
         assert_eq!(f.internal_replication_factor, -1);
+    }
+
+    /// The README's example pipeline writes every flow setting with its default value (except
+    /// where its comment says otherwise): loading it must give what an empty `[[flow]]` gives.
+    #[test]
+    fn the_readme_example_pipeline_shows_the_defaults() {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+        let block = readme
+            .split("## A pipeline\n\n```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("README has a `## A pipeline` TOML block");
+        let flow = block
+            .split("[[flow]]")
+            .nth(1)
+            .expect("the README pipeline has a [[flow]]");
+        let clusters =
+            "[clusters.primary]\nbootstrap = \"h:1\"\n[clusters.backup]\nbootstrap = \"h:2\"\n";
+        let shown = Pipeline::parse(Path::new("p.toml"), &format!("{clusters}[[flow]]{flow}"))
+            .unwrap()
+            .flows
+            .remove(0);
+        let plain = Pipeline::parse(
+            Path::new("p.toml"),
+            &format!("{clusters}[[flow]]\nsource = \"primary\"\ntarget = \"backup\"\n"),
+        )
+        .unwrap()
+        .flows
+        .remove(0);
+        assert_eq!(shown.topics.exclude, plain.topics.exclude);
+        assert_eq!(shown.refresh_topics_interval, plain.refresh_topics_interval);
+        assert_eq!(shown.replication_factor, plain.replication_factor);
+        assert_eq!(
+            shown.internal_replication_factor,
+            plain.internal_replication_factor
+        );
+        assert_eq!(shown.provenance_header, plain.provenance_header);
+        assert_eq!(shown.delivery, plain.delivery);
+        assert_eq!(shown.checkpoints, plain.checkpoints);
+        assert_eq!(shown.offset_syncs, plain.offset_syncs);
+        assert_eq!(shown.heartbeats, plain.heartbeats);
+        assert_eq!(shown.acl_sync, plain.acl_sync);
+        // config_properties_exclude is shown with one pattern, "MM2's six defaults when omitted".
+        assert_eq!(shown.config_sync.enabled, plain.config_sync.enabled);
+        assert_eq!(shown.config_sync.interval, plain.config_sync.interval);
+        assert_eq!(
+            shown.config_sync.use_defaults_from,
+            plain.config_sync.use_defaults_from
+        );
+        assert_eq!(plain.delivery.commit_interval, defaults::COMMIT_INTERVAL);
+        assert_eq!(plain.checkpoints.interval, defaults::CHECKPOINT_INTERVAL);
     }
 
     #[test]
@@ -1366,13 +1268,13 @@ mod mm2_settings_tests {
         )
         .unwrap();
         let f = &p.flows[0];
-        assert!(f.groups.should_replicate("app-1"));
-        assert!(!f.groups.should_replicate("other"));
-        assert!(f.sync_group_offsets);
-        assert_eq!(f.offset_syncs_location, OffsetSyncsLocation::Target);
-        assert_eq!(f.offset_lag_max, 0);
-        assert_eq!(f.checkpoint_interval, Duration::from_secs(1));
-        assert_eq!(f.use_defaults_from, DefaultsFrom::Source);
+        assert!(f.checkpoints.groups.should_replicate("app-1"));
+        assert!(!f.checkpoints.groups.should_replicate("other"));
+        assert!(f.checkpoints.sync_group_offsets);
+        assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Target);
+        assert_eq!(f.offset_syncs.lag_max, 0);
+        assert_eq!(f.checkpoints.interval, Duration::from_secs(1));
+        assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Source);
         assert_eq!(f.internal_replication_factor, 3);
         let cases = [
             (
@@ -1413,7 +1315,7 @@ mod mm2_settings_tests {
         assert_eq!((err.key.as_str(), err.line), ("metrics.listen", Some(2)));
         // Turning off offset syncs turns off checkpoints by default.
         let p = parse("emit_offset_syncs = false").unwrap();
-        assert!(!p.flows[0].emit_checkpoints);
+        assert!(!p.flows[0].checkpoints.enabled);
     }
 }
 
@@ -1741,10 +1643,10 @@ mod secrets_tests {
         let dir = tempfile::tempdir().unwrap();
         let head = "[clusters.a]\nbootstrap = \"h:1\"\n";
         let p = parse_in(dir.path(), &format!("{head}{TAIL}")).unwrap();
-        assert_eq!(p.flows[0].compression, None);
+        assert_eq!(p.flows[0].delivery.compression, None);
         for c in COMPRESSION_TYPES {
             let p = parse_in(dir.path(), &format!("{head}{TAIL}compression = \"{c}\"\n")).unwrap();
-            assert_eq!(p.flows[0].compression.as_deref(), Some(*c));
+            assert_eq!(p.flows[0].delivery.compression.as_deref(), Some(*c));
         }
         for bad in ["brotli", "ZSTD", ""] {
             let err = parse_in(

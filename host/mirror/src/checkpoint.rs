@@ -121,7 +121,7 @@ impl CheckpointRunner {
             *lock(&self.plugin) = p;
         }
         let mut policy = ReplicationPolicy::new(lock(&self.plugin).clone());
-        let (syncs_cluster, syncs_topic) = match self.flow.offset_syncs_location {
+        let (syncs_cluster, syncs_topic) = match self.flow.offset_syncs.location {
             OffsetSyncsLocation::Source => {
                 (&self.source, policy.offset_syncs_topic(&self.target.alias)?)
             }
@@ -201,8 +201,9 @@ impl CheckpointRunner {
         }
 
         let mut next_groups = Instant::now();
-        let mut next_checkpoint = Instant::now() + self.flow.checkpoint_interval;
-        let mut next_group_sync = Instant::now() + self.flow.sync_group_offsets_interval;
+        let mut next_checkpoint = Instant::now() + self.flow.checkpoints.interval;
+        let mut next_group_sync =
+            Instant::now() + self.flow.checkpoints.sync_group_offsets_interval;
         while !self.stop.load(Ordering::Relaxed) {
             if let Some(p) = lock(&self.pending).take() {
                 info!(flow = %name, "checkpoints: swapped in policy {}", p.name());
@@ -213,7 +214,7 @@ impl CheckpointRunner {
             clients.producer.poll(Duration::ZERO);
             let now = Instant::now();
             if now >= next_groups {
-                next_groups = now + self.flow.refresh_groups_interval;
+                next_groups = now + self.flow.checkpoints.refresh_groups_interval;
                 match self.source_groups(&clients) {
                     Ok(groups) => {
                         if groups != state.groups {
@@ -236,13 +237,13 @@ impl CheckpointRunner {
                 }
             }
             if now >= next_checkpoint {
-                next_checkpoint = now + self.flow.checkpoint_interval;
+                next_checkpoint = now + self.flow.checkpoints.interval;
                 if let Err(e) = self.emit_checkpoints(&clients, &mut state) {
                     warn!(flow = %name, "emitting checkpoints: {e:#}");
                 }
             }
-            if self.flow.sync_group_offsets && now >= next_group_sync {
-                next_group_sync = now + self.flow.sync_group_offsets_interval;
+            if self.flow.checkpoints.sync_group_offsets && now >= next_group_sync {
+                next_group_sync = now + self.flow.checkpoints.sync_group_offsets_interval;
                 if let Err(e) = self.sync_group_offsets(&clients, &mut state) {
                     warn!(flow = %name, "syncing group offsets to {}: {e:#}", self.target.alias);
                 }
@@ -409,7 +410,9 @@ impl CheckpointRunner {
             list_consumer_groups(&clients.source_admin, REQUEST_TIMEOUT)?
                 .into_iter()
                 .map(|g| g.id)
-                .filter(|g| self.flow.groups.should_replicate(g) && !g.starts_with("refract-"))
+                .filter(|g| {
+                    self.flow.checkpoints.groups.should_replicate(g) && !g.starts_with("refract-")
+                })
                 .collect(),
         )
     }
@@ -525,7 +528,7 @@ impl CheckpointRunner {
                 .collect();
         let mut by_group: BTreeMap<String, Vec<Checkpoint>> = BTreeMap::new();
         for c in state.checkpoints.all() {
-            if self.flow.groups.should_replicate(&c.group) {
+            if self.flow.checkpoints.groups.should_replicate(&c.group) {
                 by_group.entry(c.group.clone()).or_default().push(c.clone());
             }
         }

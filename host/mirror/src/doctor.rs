@@ -1195,7 +1195,7 @@ fn flow_needs(
     let mut policy = ReplicationPolicy::new(prepared.policy.clone());
     let need = |resource: Resource, ops: &[Op], create: bool, fatal: bool, why: &str| Need {
         flow: name.clone(),
-        groups: matches!(resource, Resource::Groups(_)).then(|| flow.groups.clone()),
+        groups: matches!(resource, Resource::Groups(_)).then(|| flow.checkpoints.groups.clone()),
         resource,
         ops: ops.to_vec(),
         create,
@@ -1261,7 +1261,7 @@ fn flow_needs(
             true,
             "mirrored topic",
         ));
-        if flow.sync_topic_configs {
+        if flow.config_sync.enabled {
             on_source.push(need(
                 src,
                 &[RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS],
@@ -1281,7 +1281,7 @@ fn flow_needs(
             true,
             "remote topic",
         ));
-        if flow.sync_topic_configs {
+        if flow.config_sync.enabled {
             on_target.push(need(
                 remote,
                 &[
@@ -1309,8 +1309,8 @@ fn flow_needs(
         true,
         "target positions read on restart",
     ));
-    if flow.emit_offset_syncs {
-        let (topic, list, fatal_why) = match flow.offset_syncs_location {
+    if flow.offset_syncs.enabled {
+        let (topic, list, fatal_why) = match flow.offset_syncs.location {
             OffsetSyncsLocation::Source => (
                 policy.offset_syncs_topic(&flow.target)?,
                 &mut on_source,
@@ -1323,14 +1323,14 @@ fn flow_needs(
             ),
         };
         let mut ops = vec![RD_KAFKA_ACL_OPERATION_CREATE, RD_KAFKA_ACL_OPERATION_WRITE];
-        if flow.emit_checkpoints {
+        if flow.checkpoints.enabled {
             ops.push(RD_KAFKA_ACL_OPERATION_READ);
         }
         list.push(need(Resource::Topic(topic), &ops, true, false, fatal_why));
     }
-    if flow.emit_checkpoints {
+    if flow.checkpoints.enabled {
         on_source.push(need(
-            Resource::Groups(flow.groups.include.patterns().join("|")),
+            Resource::Groups(flow.checkpoints.groups.include.patterns().join("|")),
             &[RD_KAFKA_ACL_OPERATION_DESCRIBE],
             false,
             false,
@@ -1348,7 +1348,7 @@ fn flow_needs(
             "checkpoints",
         ));
     }
-    if flow.emit_heartbeats {
+    if flow.heartbeats.enabled {
         let heartbeats = policy.heartbeats_topic()?;
         on_target.push(need(
             Resource::Topic(heartbeats.clone()),
@@ -1373,23 +1373,23 @@ fn flow_needs(
         .any(|p| p.on_error == OnError::DeadLetter)
     {
         on_target.push(need(
-            Resource::Topic(flow.dead_letter_topic.clone()),
+            Resource::Topic(flow.delivery.dead_letter_topic.clone()),
             &[RD_KAFKA_ACL_OPERATION_CREATE, RD_KAFKA_ACL_OPERATION_WRITE],
             true,
             true,
             "dead-letter topic",
         ));
     }
-    if flow.sync_group_offsets {
+    if flow.checkpoints.sync_group_offsets {
         on_target.push(need(
-            Resource::Groups(flow.groups.include.patterns().join("|")),
+            Resource::Groups(flow.checkpoints.groups.include.patterns().join("|")),
             &[RD_KAFKA_ACL_OPERATION_READ],
             false,
             false,
             "group offset sync",
         ));
     }
-    if flow.sync_topic_acls {
+    if flow.acl_sync.enabled {
         on_source.push(need(
             Resource::Cluster,
             &[RD_KAFKA_ACL_OPERATION_DESCRIBE],

@@ -441,7 +441,7 @@ fn start_flow(
     let reverse = shape.reverse_heartbeats;
     let mut handles = Vec::new();
     let mut checkpoints_runner = None;
-    if p.flow.emit_checkpoints {
+    if p.flow.checkpoints.enabled {
         let checkpoints = Arc::new(
             CheckpointRunner::new(
                 p.flow.clone(),

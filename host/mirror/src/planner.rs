@@ -60,7 +60,7 @@ impl TopicPlanner {
             source: flow.source.clone(),
             target: flow.target.clone(),
             filter: flow.topics.clone(),
-            heartbeats_replication: flow.heartbeats_replication,
+            heartbeats_replication: flow.heartbeats.replication,
         }
     }
 

@@ -159,7 +159,7 @@ impl<'a> Mm2Takeover<'a> {
         policy: &mut ReplicationPolicy,
     ) -> Result<HashMap<(String, i32), Vec<OffsetSync>>> {
         let mut out: HashMap<(String, i32), Vec<OffsetSync>> = HashMap::new();
-        let (cluster, named_after) = match self.flow.offset_syncs_location {
+        let (cluster, named_after) = match self.flow.offset_syncs.location {
             OffsetSyncsLocation::Source => (self.source, self.target),
             OffsetSyncsLocation::Target => (self.target, self.source),
         };

@@ -19,7 +19,7 @@ pub fn should_copy(flow: &Flow, entry: &ConfigEntry) -> bool {
     if entry.is_read_only || entry.is_sensitive || entry.value.is_none() {
         return false;
     }
-    if flow.config_properties_exclude.matches(&entry.name) {
+    if flow.config_sync.exclude.matches(&entry.name) {
         return false;
     }
     let set_on_topic = !entry.is_default
@@ -30,7 +30,7 @@ pub fn should_copy(flow: &Flow, entry: &ConfigEntry) -> bool {
                 | ConfigSource::DynamicBroker
                 | ConfigSource::DynamicDefaultBroker
         );
-    set_on_topic || flow.use_defaults_from == DefaultsFrom::Source
+    set_on_topic || flow.config_sync.use_defaults_from == DefaultsFrom::Source
 }
 
 /// The topic's configs as the broker describes them.
@@ -77,9 +77,7 @@ pub fn desired(
     let explicit = |e: &ConfigEntry| !e.is_default && e.source == ConfigSource::DynamicTopic;
     let mut desired: Vec<(String, String)> = wanted.to_vec();
     for e in current.iter().filter(|e| explicit(e)) {
-        if flow.config_properties_exclude.matches(&e.name)
-            && !desired.iter().any(|(k, _)| *k == e.name)
-        {
+        if flow.config_sync.exclude.matches(&e.name) && !desired.iter().any(|(k, _)| *k == e.name) {
             if let Some(v) = &e.value {
                 desired.push((e.name.clone(), v.clone()));
             }
@@ -122,7 +120,7 @@ pub fn incremental_ops(
         current
             .iter()
             .filter(|e| explicit(e))
-            .filter(|e| !flow.config_properties_exclude.matches(&e.name))
+            .filter(|e| !flow.config_sync.exclude.matches(&e.name))
             .filter(|e| !wanted.iter().any(|(k, _)| *k == e.name))
             .map(|e| (e.name.clone(), None)),
     );

@@ -376,7 +376,11 @@ fn compression_settings() {
         "{three}producer.compression.type = lz4\na->c.producer.compression.type = zstd\nb.producer.compression.type = gzip\n"
     ))
     .unwrap();
-    let got: Vec<Option<&str>> = p.flows.iter().map(|f| f.compression.as_deref()).collect();
+    let got: Vec<Option<&str>> = p
+        .flows
+        .iter()
+        .map(|f| f.delivery.compression.as_deref())
+        .collect();
     assert_eq!(got, [Some("lz4"), Some("zstd")]);
     assert_eq!(
         p.clusters["b"].client_config(Producer)["compression.type"],
@@ -388,7 +392,7 @@ fn compression_settings() {
         p.warnings
     );
     let p = load_text(TWO).unwrap();
-    assert_eq!(p.flows[0].compression, None);
+    assert_eq!(p.flows[0].delivery.compression, None);
     let err = load_text(&format!("{TWO}a->b.producer.compression.type = brotli\n")).unwrap_err();
     assert_eq!(err.key, "a->b.producer.compression.type");
     assert_eq!(err.line, Some(5));

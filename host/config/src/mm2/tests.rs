@@ -1,7 +1,7 @@
 //! Conversion tests: MM2 files in, pipelines and errors out.
 
 use super::*;
-use crate::model::{DefaultsFrom, OffsetSyncsLocation, PluginLocation};
+use crate::flow::{DefaultsFrom, OffsetSyncsLocation, PluginLocation};
 use std::time::Duration;
 
 fn convert_text(text: &str) -> Result<Mm2Conversion, ConfigError> {
@@ -67,10 +67,10 @@ fn active_standby() {
     ] {
         assert!(!f.topics.should_replicate(topic), "{topic}");
     }
-    assert!(f.groups.should_replicate("billing"));
-    assert!(!f.groups.should_replicate("console-consumer-7"));
+    assert!(f.checkpoints.groups.should_replicate("billing"));
+    assert!(!f.checkpoints.groups.should_replicate("console-consumer-7"));
     assert!(
-        f.groups.should_replicate("connect-x"),
+        f.checkpoints.groups.should_replicate("connect-x"),
         "exclude list replaced"
     );
     assert_eq!(f.replication_factor, 3);
@@ -79,9 +79,9 @@ fn active_standby() {
         f.policy.location,
         PluginLocation::Builtin("builtin:default".into())
     );
-    assert_eq!(f.heartbeat_interval, Duration::from_secs(1));
-    assert_eq!(f.checkpoint_interval, Duration::from_secs(10));
-    assert!(f.sync_topic_configs && f.sync_topic_acls);
+    assert_eq!(f.heartbeats.interval, Duration::from_secs(1));
+    assert_eq!(f.checkpoints.interval, Duration::from_secs(10));
+    assert!(f.config_sync.enabled && f.acl_sync.enabled);
     assert_eq!(f.refresh_topics_interval, Duration::from_secs(30));
     assert_eq!(
         c.notes,
@@ -111,18 +111,18 @@ fn active_active() {
             "topics.blacklist"
         );
         assert!(!f.topics.should_replicate("payments-v2"));
-        assert!(f.groups.should_replicate("app-1"));
+        assert!(f.checkpoints.groups.should_replicate("app-1"));
         assert!(
-            !f.groups.should_replicate("console-consumer-1"),
+            !f.checkpoints.groups.should_replicate("console-consumer-1"),
             "MM2's default exclude"
         );
         assert_eq!(f.policy.config.trim(), "separator = \"_\"");
-        assert!(f.config_properties_exclude.matches("min.insync.replicas"));
-        assert!(f.config_properties_exclude.matches("retention.bytes"));
-        assert!(!f.config_properties_exclude.matches("retention.ms"));
+        assert!(f.config_sync.exclude.matches("min.insync.replicas"));
+        assert!(f.config_sync.exclude.matches("retention.bytes"));
+        assert!(!f.config_sync.exclude.matches("retention.ms"));
     }
-    assert!(!p.flows[0].sync_topic_configs, "per-flow override");
-    assert!(p.flows[1].sync_topic_configs);
+    assert!(!p.flows[0].config_sync.enabled, "per-flow override");
+    assert!(p.flows[1].config_sync.enabled);
     let east = p.clusters["us-east"].client_config(crate::ClientRole::Producer);
     assert_eq!(east["security.protocol"], "PLAINTEXT");
     let west = &p.clusters["us-west"];
@@ -153,10 +153,13 @@ fn identity_dr() {
         f.policy.location,
         PluginLocation::Builtin("builtin:identity".into())
     );
-    assert!(f.sync_group_offsets);
-    assert_eq!(f.offset_lag_max, 10);
-    assert_eq!(f.checkpoint_interval, Duration::from_secs(5));
-    assert_eq!(f.sync_group_offsets_interval, Duration::from_secs(5));
+    assert!(f.checkpoints.sync_group_offsets);
+    assert_eq!(f.offset_syncs.lag_max, 10);
+    assert_eq!(f.checkpoints.interval, Duration::from_secs(5));
+    assert_eq!(
+        f.checkpoints.sync_group_offsets_interval,
+        Duration::from_secs(5)
+    );
     assert!(f.topics.should_replicate("anything"));
     assert!(
         !f.topics.should_replicate("__consumer_offsets"),
@@ -308,8 +311,8 @@ fn flow_settings_override_top_level_ones() {
     let (ab, ac) = (&p.flows[0], &p.flows[1]);
     assert!(ab.topics.should_replicate("t1") && !ab.topics.should_replicate("only"));
     assert!(ac.topics.should_replicate("only") && !ac.topics.should_replicate("t1"));
-    assert_eq!((ab.offset_lag_max, ac.offset_lag_max), (0, 7));
-    assert!(!ab.emit_heartbeats && !ac.emit_heartbeats);
+    assert_eq!((ab.offset_syncs.lag_max, ac.offset_syncs.lag_max), (0, 7));
+    assert!(!ab.heartbeats.enabled && !ac.heartbeats.enabled);
     assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
@@ -321,9 +324,12 @@ fn blacklist_aliases() {
     let p = load_text(&text).unwrap();
     let f = &p.flows[0];
     assert!(!f.topics.should_replicate("x1") && f.topics.should_replicate("__y"));
-    assert!(!f.groups.should_replicate("g1") && f.groups.should_replicate("connect-1"));
-    assert!(f.config_properties_exclude.matches("c1"));
-    assert!(!f.config_properties_exclude.matches("min.insync.replicas"));
+    assert!(
+        !f.checkpoints.groups.should_replicate("g1")
+            && f.checkpoints.groups.should_replicate("connect-1")
+    );
+    assert!(f.config_sync.exclude.matches("c1"));
+    assert!(!f.config_sync.exclude.matches("min.insync.replicas"));
     assert_eq!(
         p.warnings.len(),
         4,
@@ -385,26 +391,35 @@ fn every_setting_converts() {
         Some(false)
     );
     assert_eq!(f.refresh_topics_interval, Duration::from_secs(11));
-    assert_eq!(f.commit_interval, Duration::from_millis(2500));
+    assert_eq!(f.delivery.commit_interval, Duration::from_millis(2500));
     assert_eq!(f.replication_factor, -1);
     assert_eq!(f.internal_replication_factor, 2);
-    assert!(!f.heartbeats_replication && !f.sync_topic_configs && !f.sync_topic_acls);
-    assert_eq!(f.sync_topic_configs_interval, Duration::from_secs(12));
-    assert_eq!(f.use_defaults_from, DefaultsFrom::Source);
-    assert_eq!(f.sync_topic_acls_interval, Duration::from_secs(13));
+    assert!(!f.heartbeats.replication && !f.config_sync.enabled && !f.acl_sync.enabled);
+    assert_eq!(f.config_sync.interval, Duration::from_secs(12));
+    assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Source);
+    assert_eq!(f.acl_sync.interval, Duration::from_secs(13));
     assert!(
-        !f.groups.should_replicate("anything"),
+        !f.checkpoints.groups.should_replicate("anything"),
         "empty list matches nothing"
     );
-    assert!(f.groups.exclude.matches("b") && !f.groups.exclude.matches("connect-x"));
-    assert_eq!(f.refresh_groups_interval, Duration::from_secs(14));
-    assert!(f.emit_checkpoints && f.sync_group_offsets && f.emit_offset_syncs);
-    assert_eq!(f.checkpoint_interval, Duration::from_secs(15));
-    assert_eq!(f.sync_group_offsets_interval, Duration::from_secs(16));
-    assert_eq!(f.offset_syncs_location, OffsetSyncsLocation::Target);
-    assert_eq!(f.offset_lag_max, 0);
-    assert!(f.emit_heartbeats);
-    assert_eq!(f.heartbeat_interval, Duration::from_secs(17));
+    assert!(
+        f.checkpoints.groups.exclude.matches("b")
+            && !f.checkpoints.groups.exclude.matches("connect-x")
+    );
+    assert_eq!(
+        f.checkpoints.refresh_groups_interval,
+        Duration::from_secs(14)
+    );
+    assert!(f.checkpoints.enabled && f.checkpoints.sync_group_offsets && f.offset_syncs.enabled);
+    assert_eq!(f.checkpoints.interval, Duration::from_secs(15));
+    assert_eq!(
+        f.checkpoints.sync_group_offsets_interval,
+        Duration::from_secs(16)
+    );
+    assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Target);
+    assert_eq!(f.offset_syncs.lag_max, 0);
+    assert!(f.heartbeats.enabled);
+    assert_eq!(f.heartbeats.interval, Duration::from_secs(17));
     assert_eq!(
         p.warnings,
         [

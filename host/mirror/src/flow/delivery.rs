@@ -343,9 +343,9 @@ impl FlowRunner {
                         self.source.alias
                     )
                 })?;
-        let needs_source_producer = (self.flow.emit_offset_syncs
-            && self.flow.offset_syncs_location == OffsetSyncsLocation::Source)
-            || (self.flow.emit_heartbeats && self.reverse_heartbeats());
+        let needs_source_producer = (self.flow.offset_syncs.enabled
+            && self.flow.offset_syncs.location == OffsetSyncsLocation::Source)
+            || (self.flow.heartbeats.enabled && self.reverse_heartbeats());
         let source_producer = if needs_source_producer {
             Some(
                 client_config(
@@ -386,7 +386,7 @@ impl FlowRunner {
     ) -> Result<Authenticated<BaseProducer<DeliveryContext>>> {
         // The flow's `compression` wins over the target cluster's producer table.
         let mut forced = vec![("enable.idempotence", "true"), ("acks", "all")];
-        if let Some(codec) = &self.flow.compression {
+        if let Some(codec) = &self.flow.delivery.compression {
             forced.push(("compression.type", codec.as_str()));
         }
         let producer: Authenticated<BaseProducer<DeliveryContext>> = client_config(

@@ -209,7 +209,7 @@ impl FlowRunner {
                             partition,
                         )
                         .ok();
-                    let tracked = if self.flow.emit_offset_syncs {
+                    let tracked = if self.flow.offset_syncs.enabled {
                         PartitionProgress::tracking_pairs()
                     } else {
                         PartitionProgress::default()

@@ -372,7 +372,7 @@ impl FlowRunner {
                 )?;
             }
             if !out.dead.is_empty() {
-                self.ensure_output_topic(clients, &self.flow.dead_letter_topic, 1)?;
+                self.ensure_output_topic(clients, &self.flow.delivery.dead_letter_topic, 1)?;
             }
             for d in &out.dead {
                 let partition_text = partition.to_string();
@@ -387,7 +387,7 @@ impl FlowRunner {
                 ];
                 let mut output =
                     Output::of(&d.item, None, owned_headers(d.item.headers.iter(), &extra));
-                output.topic = &self.flow.dead_letter_topic;
+                output.topic = &self.flow.delivery.dead_letter_topic;
                 send(clients, Sent::new(i, d.item.offset, false), output)?;
             }
             // Serve delivery reports between runs, as the unprocessed path does while polling.

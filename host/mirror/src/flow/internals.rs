@@ -48,7 +48,7 @@ impl FlowRunner {
         policy: &mut ReplicationPolicy,
     ) -> Result<Internals> {
         let name = self.flow.name();
-        let sync_topic = match self.flow.offset_syncs_location {
+        let sync_topic = match self.flow.offset_syncs.location {
             OffsetSyncsLocation::Source => policy.offset_syncs_topic(&self.target.alias),
             OffsetSyncsLocation::Target => policy.offset_syncs_topic(&self.source.alias),
         }
@@ -71,14 +71,14 @@ impl FlowRunner {
         );
         let on_target = (&clients.target_meta, &clients.admin, &*self.target.alias);
         let mut wanted: Vec<Wanted<'_>> = Vec::new();
-        if self.flow.emit_offset_syncs {
-            let (meta, admin, cluster) = match self.flow.offset_syncs_location {
+        if self.flow.offset_syncs.enabled {
+            let (meta, admin, cluster) = match self.flow.offset_syncs.location {
                 OffsetSyncsLocation::Source => on_source,
                 OffsetSyncsLocation::Target => on_target,
             };
             wanted.push((meta, admin, cluster, &sync_topic));
         }
-        if self.flow.emit_heartbeats {
+        if self.flow.heartbeats.enabled {
             wanted.push((on_target.0, on_target.1, on_target.2, &heartbeats_topic));
             if self.reverse_heartbeats() {
                 wanted.push((on_source.0, on_source.1, on_source.2, &heartbeats_topic));
@@ -92,15 +92,16 @@ impl FlowRunner {
         Ok(Internals {
             writer: self
                 .flow
-                .emit_offset_syncs
-                .then(|| OffsetSyncWriter::new(self.flow.offset_lag_max)),
+                .offset_syncs
+                .enabled
+                .then(|| OffsetSyncWriter::new(self.flow.offset_syncs.lag_max)),
             sync_topic,
             heartbeats_topic,
             next_heartbeat: Instant::now(),
-            next_config_sync: Instant::now() + self.flow.sync_topic_configs_interval,
+            next_config_sync: Instant::now() + self.flow.config_sync.interval,
             config_sync_unsupported: false,
             next_acl_sync: Instant::now(),
-            acl_sync_off: !self.flow.sync_topic_acls,
+            acl_sync_off: !self.flow.acl_sync.enabled,
         })
     }
 
@@ -139,8 +140,8 @@ impl FlowRunner {
                 lock(&self.status).offset_syncs += sent as u64;
             }
         }
-        if self.flow.emit_heartbeats && Instant::now() >= internals.next_heartbeat {
-            internals.next_heartbeat = Instant::now() + self.flow.heartbeat_interval;
+        if self.flow.heartbeats.enabled && Instant::now() >= internals.next_heartbeat {
+            internals.next_heartbeat = Instant::now() + self.flow.heartbeats.interval;
             let now = now_ms();
             let forward = Heartbeat {
                 source_alias: self.source.alias.clone(),
@@ -190,7 +191,7 @@ impl FlowRunner {
             warn!(flow = %self.flow.name(), "offset sync for {}[{}] cannot be encoded", sync.topic, sync.partition);
             return false;
         };
-        let result = match (self.flow.offset_syncs_location, &clients.source_producer) {
+        let result = match (self.flow.offset_syncs.location, &clients.source_producer) {
             (OffsetSyncsLocation::Source, Some(p)) => {
                 let r = p
                     .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
@@ -223,7 +224,7 @@ impl FlowRunner {
         clients: &Clients,
         source_topic: &str,
     ) -> Vec<(String, String)> {
-        if !self.flow.sync_topic_configs {
+        if !self.flow.config_sync.enabled {
             return Vec::new();
         }
         match topic_configs::wanted(&self.flow, &clients.source_admin, source_topic) {
@@ -242,8 +243,8 @@ impl FlowRunner {
         plan: &TopicPlan,
         internals: &mut Internals,
     ) {
-        internals.next_config_sync = Instant::now() + self.flow.sync_topic_configs_interval;
-        if !self.flow.sync_topic_configs || internals.config_sync_unsupported {
+        internals.next_config_sync = Instant::now() + self.flow.config_sync.interval;
+        if !self.flow.config_sync.enabled || internals.config_sync_unsupported {
             return;
         }
         for route in &plan.routes {
@@ -275,7 +276,7 @@ impl FlowRunner {
 
     /// Copies the literal topic ACLs of mirrored topics to their remote topics (MM2's rules).
     pub(super) fn sync_acls(&self, clients: &Clients, plan: &TopicPlan, internals: &mut Internals) {
-        internals.next_acl_sync = Instant::now() + self.flow.sync_topic_acls_interval;
+        internals.next_acl_sync = Instant::now() + self.flow.acl_sync.interval;
         let routes: HashMap<&str, &str> = plan
             .routes
             .iter()

@@ -218,7 +218,7 @@ impl FlowRunner {
         let mut slots = Slots::default();
         let mut last_plan = TopicPlan::default();
         let mut next_discovery = Instant::now();
-        let mut next_commit = Instant::now() + self.flow.commit_interval;
+        let mut next_commit = Instant::now() + self.flow.delivery.commit_interval;
         let mut next_stats = Instant::now() + STATS_INTERVAL;
         let mut internals = self.internals(&clients, &mut policy)?;
 
@@ -313,7 +313,7 @@ impl FlowRunner {
                         }
                     }
                 }
-                next_commit = Instant::now() + self.flow.commit_interval;
+                next_commit = Instant::now() + self.flow.delivery.commit_interval;
             }
         }
         self.drain(&name, &clients, &mut slots, &progress, &mut internals);

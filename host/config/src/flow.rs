@@ -1,0 +1,298 @@
+//! What a flow is: its clusters, topics, plugins and settings, grouped by the part of the mirror
+//! that reads them, with every default named once in [`defaults`] (used by the TOML builder,
+//! the MirrorMaker 2 converter, the tests and checked against the README's example pipeline).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::topics::{PatternList, TopicFilter};
+
+/// Every flow setting's default, named once.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// `refresh_topics_interval`.
+    pub const REFRESH_TOPICS_INTERVAL: Duration = Duration::from_secs(30);
+    /// `commit_interval`.
+    pub const COMMIT_INTERVAL: Duration = Duration::from_secs(5);
+    /// `replication_factor` and `internal_replication_factor`: the broker's default.
+    pub const REPLICATION_FACTOR: i32 = -1;
+    /// `heartbeats_replication`.
+    pub const HEARTBEATS_REPLICATION: bool = true;
+    /// `groups`.
+    pub const GROUPS: &[&str] = &[".*"];
+    /// `checkpoint_interval` (MM2's `emit.checkpoints.interval.seconds`).
+    pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+    /// `refresh_groups_interval` (MM2: 10 minutes).
+    pub const REFRESH_GROUPS_INTERVAL: Duration = Duration::from_secs(60);
+    /// `sync_group_offsets`.
+    pub const SYNC_GROUP_OFFSETS: bool = false;
+    /// `sync_group_offsets_interval`.
+    pub const SYNC_GROUP_OFFSETS_INTERVAL: Duration = Duration::from_secs(60);
+    /// `emit_offset_syncs`.
+    pub const EMIT_OFFSET_SYNCS: bool = true;
+    /// `offset_lag_max`.
+    pub const OFFSET_LAG_MAX: i64 = 100;
+    /// `emit_heartbeats`.
+    pub const EMIT_HEARTBEATS: bool = true;
+    /// `heartbeat_interval` (MM2's `emit.heartbeats.interval.seconds`).
+    pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+    /// `sync_topic_configs`.
+    pub const SYNC_TOPIC_CONFIGS: bool = true;
+    /// `sync_topic_configs_interval` (MM2: 10 minutes).
+    pub const SYNC_TOPIC_CONFIGS_INTERVAL: Duration = Duration::from_secs(60);
+    /// `sync_topic_acls`.
+    pub const SYNC_TOPIC_ACLS: bool = true;
+    /// `sync_topic_acls_interval` (MM2: 10 minutes).
+    pub const SYNC_TOPIC_ACLS_INTERVAL: Duration = Duration::from_secs(60);
+    /// `provenance_header`.
+    pub const PROVENANCE_HEADER: bool = true;
+
+    /// `dead_letter_topic`: `refract.dlq.<source>.internal`.
+    pub fn dead_letter_topic(source: &str) -> String {
+        format!("refract.dlq.{source}.internal")
+    }
+
+    /// `mm2_offsets_topic`: `mm2-offsets.<source>.internal`, MM2's Connect offsets topic.
+    pub fn mm2_offsets_topic(source: &str) -> String {
+        format!("mm2-offsets.{source}.internal")
+    }
+}
+
+/// One directed replication flow `source -> target`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flow {
+    /// Source cluster alias.
+    pub source: String,
+    /// Target cluster alias.
+    pub target: String,
+    /// Which source topics are mirrored.
+    pub topics: TopicFilter,
+    /// Names remote topics.
+    pub policy: PluginSpec,
+    /// Filters and transforms applied in order after the policy names the target topic.
+    pub processors: Vec<ProcessorSpec>,
+    /// How often source topics and partitions are rediscovered.
+    pub refresh_topics_interval: Duration,
+    /// Replication factor for remote topics refract creates (-1: the broker's default).
+    pub replication_factor: i32,
+    /// Replication factor for the internal topics (offset syncs, checkpoints, heartbeats, DLQ).
+    pub internal_replication_factor: i32,
+    /// Stamp every mirrored record with the `refract.provenance` header (the clusters it passed
+    /// through) and never send a record back to a cluster it came from.
+    pub provenance_header: bool,
+    /// Kafka Connect offsets topic on the target where a MirrorMaker 2 that ran this flow kept
+    /// its positions (`mm2-offsets.<source>.internal`, or MM2's `offset.storage.topic`): a
+    /// partition refract has no position for yet resumes where MM2 stopped.
+    pub mm2_offsets_topic: String,
+    /// How records reach the target and their progress is kept.
+    pub delivery: DeliverySettings,
+    /// MM2 checkpoints and group offset sync.
+    pub checkpoints: CheckpointSettings,
+    /// MM2 offset syncs.
+    pub offset_syncs: OffsetSyncSettings,
+    /// MM2 heartbeats.
+    pub heartbeats: HeartbeatSettings,
+    /// Topic config sync.
+    pub config_sync: ConfigSyncSettings,
+    /// Topic ACL sync.
+    pub acl_sync: AclSyncSettings,
+}
+
+/// How records reach the target and their progress is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliverySettings {
+    /// `commit_interval`: how often the acknowledged source position is committed.
+    pub commit_interval: Duration,
+    /// `compression`: the `compression.type` of the flow's target producer (one of
+    /// [`crate::COMPRESSION_TYPES`]); `None` leaves the target cluster's producer settings (or
+    /// librdkafka's default, `none`) alone.
+    pub compression: Option<String>,
+    /// `dead_letter_topic`: topic on the target that receives records a processor failed on
+    /// (`on_error = "dead-letter"`).
+    pub dead_letter_topic: String,
+}
+
+/// MM2 checkpoints (MirrorCheckpointConnector) and group offset sync.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointSettings {
+    /// `emit_checkpoints`: write MM2 checkpoints to `<source>.checkpoints.internal` on the
+    /// target.
+    pub enabled: bool,
+    /// `groups` / `groups_exclude`: which source consumer groups get checkpoints.
+    pub groups: TopicFilter,
+    /// `checkpoint_interval`: how often group offsets are translated and checkpointed.
+    pub interval: Duration,
+    /// `refresh_groups_interval`: how often the source's consumer groups are listed again.
+    pub refresh_groups_interval: Duration,
+    /// `sync_group_offsets`: commit translated offsets to idle target groups (MM2's
+    /// `sync.group.offsets.enabled`).
+    pub sync_group_offsets: bool,
+    /// `sync_group_offsets_interval`: how often translated offsets are committed to target
+    /// groups.
+    pub sync_group_offsets_interval: Duration,
+}
+
+/// MM2 offset syncs (what checkpoints translate with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetSyncSettings {
+    /// `emit_offset_syncs`: write MM2 offset syncs (needed by checkpoints).
+    pub enabled: bool,
+    /// `offset_syncs_location`: which cluster holds the offset-syncs topic.
+    pub location: OffsetSyncsLocation,
+    /// `offset_lag_max`: a new offset sync is written once the downstream offset is this far
+    /// past the last one.
+    pub lag_max: i64,
+}
+
+/// MM2 heartbeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatSettings {
+    /// `emit_heartbeats`: write MM2 heartbeats to `heartbeats` on the target.
+    pub enabled: bool,
+    /// `heartbeat_interval`: how often a heartbeat is written.
+    pub interval: Duration,
+    /// `heartbeats_replication`: mirror heartbeats topics even when the topic filter does not
+    /// include them (MM2's default).
+    pub replication: bool,
+}
+
+/// Topic config sync (MM2's `sync.topic.configs.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigSyncSettings {
+    /// `sync_topic_configs`: create remote topics with the source's topic configs and keep them
+    /// in sync.
+    pub enabled: bool,
+    /// `sync_topic_configs_interval`: how often topic configs are synced again.
+    pub interval: Duration,
+    /// `config_properties_exclude`: topic configs never copied.
+    pub exclude: PatternList,
+    /// `use_defaults_from`: where a config the source leaves at its default takes its value from.
+    pub use_defaults_from: DefaultsFrom,
+}
+
+/// Topic ACL sync (MM2's `sync.topic.acls.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclSyncSettings {
+    /// `sync_topic_acls`: copy literal topic ACLs (MM2's rules, additive only).
+    pub enabled: bool,
+    /// `sync_topic_acls_interval`: how often ACLs are synced again.
+    pub interval: Duration,
+}
+
+impl Flow {
+    /// `source->target`, as MirrorMaker 2 writes it.
+    pub fn name(&self) -> String {
+        format!("{}->{}", self.source, self.target)
+    }
+}
+
+/// Which cluster holds a flow's offset-syncs topic (MM2's `offset-syncs.topic.location`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSyncsLocation {
+    /// `mm2-offset-syncs.<target>.internal` on the source (MM2's default).
+    Source,
+    /// `mm2-offset-syncs.<source>.internal` on the target.
+    Target,
+}
+
+/// Where the value of a topic config the source leaves at its default comes from
+/// (MM2's `use.defaults.from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultsFrom {
+    /// Remove any override on the target, so the target broker's default applies (MM2's default).
+    Target,
+    /// Set the source broker's default value on the target.
+    Source,
+}
+
+/// A record processor in a flow's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessorSpec {
+    /// The filter or transform plugin.
+    pub plugin: PluginSpec,
+    /// What happens to records the processor fails on.
+    pub on_error: OnError,
+}
+
+/// What happens to the records of a batch a processor traps, times out or fails on, and to a
+/// record it rejects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Send them to the flow's dead-letter topic with headers naming the plugin and the error.
+    DeadLetter,
+    /// Drop them and count them.
+    Skip,
+    /// Stop the flow without committing past them; other flows keep running.
+    Stop,
+}
+
+impl OnError {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "dead-letter" => Some(Self::DeadLetter),
+            "skip" => Some(Self::Skip),
+            "stop" => Some(Self::Stop),
+            _ => None,
+        }
+    }
+}
+
+/// Where a plugin comes from and the config its `init` receives.
+#[derive(Debug, Clone)]
+pub struct PluginSpec {
+    /// Built-in name or file.
+    pub location: PluginLocation,
+    /// The plugin's config table as TOML text (empty when none).
+    pub config: String,
+    /// Where in the pipeline it was declared, e.g. `flow[0].policy`.
+    pub key: String,
+    /// Cap on each linear memory of an instance (`memory_limit`); the runtime default when none.
+    pub memory_limit: Option<usize>,
+    /// Longest one call may run (`call_timeout`); the runtime default when none.
+    pub call_timeout: Option<Duration>,
+}
+
+/// Equal when they load the same plugin the same way: where it was declared (`key`) does not
+/// count, so a flow that moves in the file is the same flow.
+impl PartialEq for PluginSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.location == other.location
+            && self.config == other.config
+            && self.memory_limit == other.memory_limit
+            && self.call_timeout == other.call_timeout
+    }
+}
+
+impl Eq for PluginSpec {}
+
+/// A plugin embedded in the binary or a `.wasm` component file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginLocation {
+    /// `builtin:<name>`.
+    Builtin(String),
+    /// A component file, resolved against the pipeline file's folder.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for PluginLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginLocation::Builtin(name) => write!(f, "{name}"),
+            PluginLocation::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl PluginSpec {
+    /// A built-in policy with no config.
+    pub fn builtin(name: &str, key: &str) -> Self {
+        Self {
+            location: PluginLocation::Builtin(name.to_string()),
+            config: String::new(),
+            key: key.to_string(),
+            memory_limit: None,
+            call_timeout: None,
+        }
+    }
+}
