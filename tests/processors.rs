@@ -290,3 +290,72 @@ fn stop_halts_the_flow_and_a_restart_loses_nothing() {
     }
     assert_eq!(refract.stop(), Some(0));
 }
+
+/// Every thing that happens to a record is counted once, alike in `/status`, in its Prometheus
+/// series and (for skipped records) in the log: 40 records, 10 dropped by a filter, 2 a
+/// transform fails on under `on_error = "skip"`, 28 sent.
+#[test]
+fn record_events_agree_in_status_metrics_and_log() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("events");
+    a.create_topic(&topic, 2);
+    let records: Vec<TestRecord> = (0..40)
+        .map(|i| {
+            let env = if i % 4 == 0 { "test" } else { "prod" };
+            record((i % 2) as i32, i, &format!("v{i}"), &[("env", env)])
+        })
+        .collect();
+    a.produce(&topic, &records);
+    let flows = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(
+            &[("a", a), ("b", b)],
+            &format!(
+                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nheartbeats_replication = false\nemit_heartbeats = false\ncommit_interval = \"300ms\"\nprocessors = [\n\
+                 {{ plugin = \"builtin:filter\", config = {{ header = \"env\", header_value = \"test\" }} }},\n\
+                 {{ plugin = \"{}\", config = {{ panic_on = \"v3\", reject_on = \"v9\" }}, on_error = \"skip\" }},\n]\n",
+                guest("test_transform.wasm").display()
+            )
+        )
+    );
+    let refract = Refract::start(&flows, &[]);
+    let remote = format!("a.{topic}");
+    let addr = refract.metrics_addr();
+    let status = || -> serde_json::Value {
+        serde_json::from_str(&http(&addr, "GET", "/status").1).unwrap_or_default()
+    };
+    refract.wait("28 records on the target and 2 skipped", || {
+        total(b, &remote) == 28 && status()["flows"][0]["records_skipped"] == 2
+    });
+    let flow = status()["flows"][0].clone();
+    let metrics = http(&addr, "GET", "/metrics").1;
+    let labels = [("flow", "a->b")];
+    for (field, series_name, want) in [
+        ("records_sent", "refract_records_sent_total", 28),
+        ("records_filtered", "refract_records_filtered_total", 10),
+        ("records_skipped", "refract_records_skipped_total", 2),
+        ("records_skipped", "refract_records_dropped_total", 2),
+        (
+            "records_dead_lettered",
+            "refract_dead_lettered_records_total",
+            0,
+        ),
+        ("records_looped", "refract_records_looped_total", 0),
+    ] {
+        assert_eq!(flow[field], want, "{field} in {flow}");
+        assert_eq!(
+            series(&metrics, series_name, &labels),
+            Some(want as f64),
+            "{series_name}"
+        );
+    }
+    assert_eq!(
+        refract.log_count(&format!("skipping {topic}[")),
+        2,
+        "{}",
+        refract.log()
+    );
+    let mut refract = refract;
+    assert_eq!(refract.stop(), Some(0));
+}

@@ -57,7 +57,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "state": s.state.as_str(),
                 "topics": s.routes,
                 "records_sent": s.records_sent,
-                "records_dropped": s.records_dropped,
+                "records_filtered": s.records_filtered,
                 "records_skipped": s.records_skipped,
                 "records_dead_lettered": s.records_dead_lettered,
                 "records_looped": s.records_looped,

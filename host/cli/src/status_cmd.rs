@@ -155,8 +155,8 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
         println!();
         println!("flow {name}: {}", flow["state"].as_str().unwrap_or("?"));
         println!(
-            "  records sent {}  ({rate} rec/s)  dropped {}  dead-lettered {}  restarts {}  plugin swaps {}",
-            flow["records_sent"], flow["records_dropped"], flow["records_dead_lettered"], flow["restarts"], flow["plugin_swaps"]
+            "  records sent {}  ({rate} rec/s)  filtered {}  skipped {}  dead-lettered {}  looped {}  restarts {}  plugin swaps {}",
+            flow["records_sent"], flow["records_filtered"], flow["records_skipped"], flow["records_dead_lettered"], flow["records_looped"], flow["restarts"], flow["plugin_swaps"]
         );
         println!(
             "  offset syncs {}  checkpoints {}  heartbeats {}  group offsets synced {}",

@@ -13,7 +13,6 @@ use refract_plugin::{
     BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, TrapKind,
 };
 use refract_telemetry::{Metrics, PluginMetrics};
-use tracing::warn;
 
 /// A record on its way to the target, remembering the source offset it came from. Bytes are
 /// borrowed from the fetched source record until a processor replaces them.
@@ -56,10 +55,22 @@ pub struct ChainOutput<'m> {
     pub forward: Vec<Item<'m>>,
     /// Records for the dead-letter topic, in source offset order.
     pub dead: Vec<DeadLetter<'m>>,
-    /// Records a processor dropped on purpose.
-    pub dropped: u64,
-    /// Records dropped because a processor with `on_error = "skip"` failed on them.
-    pub skipped: u64,
+    /// Records a filter or transform dropped on purpose.
+    pub filtered: u64,
+    /// Records dropped because a processor with `on_error = "skip"` failed on them, in source
+    /// offset order.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A record dropped because a processor with `on_error = "skip"` failed on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its source offset.
+    pub offset: i64,
+    /// The processor's name.
+    pub plugin: String,
+    /// What went wrong.
+    pub error: String,
 }
 
 /// A processor with `on_error = "stop"` failed: the flow must halt without committing past it.
@@ -243,10 +254,10 @@ fn apply<'m>(
 ) -> Result<(), Halt> {
     match outcome {
         Outcome::Keep => out.forward.push(item),
-        Outcome::Drop => out.dropped += 1,
+        Outcome::Drop => out.filtered += 1,
         Outcome::Replace(records) => {
             if records.is_empty() {
-                out.dropped += 1;
+                out.filtered += 1;
             }
             for r in records {
                 out.forward.push(Item {
@@ -289,14 +300,11 @@ fn fail_item<'m>(
             reason: error,
         }),
         OnError::Skip => {
-            warn!(
+            out.skipped.push(Skipped {
+                offset: item.offset,
                 plugin,
-                "skipping {}[{}] offset {}: {error}",
-                at.source_topic,
-                at.source_partition,
-                item.offset
-            );
-            out.skipped += 1;
+                error,
+            });
             Ok(())
         }
         OnError::DeadLetter => {
@@ -310,9 +318,9 @@ fn fail_item<'m>(
     }
 }
 
-/// A whole call failed (trap, deadline, memory, plugin error). With `dead-letter`, each record
-/// is retried alone on a fresh instance so only the records that fail on their own are
-/// dead-lettered; the others continue.
+/// A whole call failed (trap, deadline, memory, plugin error). With `dead-letter` and `skip`,
+/// each record is retried alone on a fresh instance so only the records that fail on their own
+/// are dead-lettered or skipped; the others continue. With `stop` the flow halts at the run.
 fn fail_run<'m>(
     stage: &mut Stage,
     at: &Position<'_>,
@@ -320,7 +328,7 @@ fn fail_run<'m>(
     error: &PluginError,
     out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
-    if stage.on_error != OnError::DeadLetter || run.len() == 1 {
+    if stage.on_error == OnError::Stop || run.len() == 1 {
         for item in run {
             fail_item(stage, at, item, error.to_string(), out)?;
         }

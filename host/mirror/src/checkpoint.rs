@@ -24,9 +24,9 @@ use crate::admin_ffi::commit_within;
 use crate::clients::{
     client_config, ensure_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,
 };
-use crate::flow::{lock, SharedStatus};
+use crate::flow::{lock, set_checkpoints_failing, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
-use refract_telemetry::Metrics;
+use refract_telemetry::{FlowMetrics, Metrics};
 
 use crate::mm2::{
     checkpoint_topic, is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore,
@@ -106,7 +106,15 @@ impl CheckpointRunner {
     /// Shows a failure of the checkpoints (they are restarted with backoff) in `/health` and
     /// `/status` until they run again.
     pub fn record_failure(&self, error: &anyhow::Error) {
-        lock(&self.status).checkpoints_failing = Some(format!("{error:#}"));
+        set_checkpoints_failing(
+            &self.status,
+            self.flow_metrics().as_ref(),
+            Some(format!("{error:#}")),
+        );
+    }
+
+    fn flow_metrics(&self) -> Option<FlowMetrics> {
+        self.metrics.flow(&self.flow.name()).ok()
     }
 
     /// The thread name: `checkpoints A->B`.
@@ -196,7 +204,7 @@ impl CheckpointRunner {
         {}
         debug!(flow = %name, "read {read} offset syncs from {syncs_topic} on {}", syncs_cluster.alias);
         // Connected and caught up: an earlier failure is over.
-        if lock(&self.status).checkpoints_failing.take().is_some() {
+        if set_checkpoints_failing(&self.status, self.flow_metrics().as_ref(), None) {
             info!(flow = %name, "checkpoints running again");
         }
 

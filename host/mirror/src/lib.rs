@@ -33,9 +33,9 @@ use tracing::{error, info};
 
 use refract_config::{Flow, OnError, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
-use refract_telemetry::{FlowState, Metrics, ReloadResult};
+use refract_telemetry::{Metrics, ReloadResult};
 
-pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item};
+pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::CheckpointRunner;
 pub use flow::{
     progress_group, provenance, DegradedPartition, FlowRunner, FlowStatus, PluginSet, SharedStatus,
@@ -241,15 +241,7 @@ impl Mirror {
     /// degraded partition.
     pub fn healthy(&self) -> bool {
         let flows = flow::lock(&self.flows);
-        !flows.is_empty()
-            && flows.iter().all(|f| {
-                let status = flow::lock(&f.status);
-                status.state == FlowState::Running
-                    && status.degraded.is_empty()
-                    && status.unreachable.is_empty()
-                    && status.stalled.is_none()
-                    && status.checkpoints_failing.is_none()
-            })
+        !flows.is_empty() && flows.iter().all(|f| flow::lock(&f.status).healthy())
     }
 
     /// Reload counts.
@@ -363,6 +355,9 @@ impl Mirror {
         let mut replaced = Vec::new();
         for (name, p) in rebuild {
             if let Some(i) = index(&flows, &name) {
+                // A rebuilt flow may mirror other topics: it registers its partitions anew.
+                self.metrics
+                    .remove_flow_partitions(&p.flow.source, &p.flow.target);
                 let fresh = start_flow(&pipeline, p, &self.metrics, self.drain)?;
                 replaced.push(std::mem::replace(&mut flows[i], fresh));
             }
@@ -377,6 +372,9 @@ impl Mirror {
                 summary.push(format!("removed {name}"));
                 join(old);
                 self.metrics.remove_flow(name);
+                if let Some((source, target)) = name.split_once("->") {
+                    self.metrics.remove_flow_partitions(source, target);
+                }
             }
         }
         for p in add {

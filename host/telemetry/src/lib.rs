@@ -12,7 +12,7 @@ pub use metrics::{
     StatBatch, StatSnapshot,
 };
 pub use series::{
-    names, FlowMetrics, FlowState, PluginMetrics, ReloadResult, SourcePartitionMetrics,
+    names, FlowMetrics, FlowState, PluginMetrics, RecordEvent, ReloadResult, SourcePartitionMetrics,
 };
 
 use std::fmt;

@@ -42,8 +42,18 @@ pub mod names {
     pub const PLUGIN_CALL_DURATION_SECONDS: &str = "refract_plugin_call_duration_seconds";
     /// Records sent to the dead-letter topic, per flow.
     pub const DEAD_LETTERED_RECORDS_TOTAL: &str = "refract_dead_lettered_records_total";
+    /// Records handed to the target producer (mirrored records and transform outputs; not dead
+    /// letters), per flow.
+    pub const RECORDS_SENT_TOTAL: &str = "refract_records_sent_total";
+    /// Records a filter or transform dropped on purpose, per flow.
+    pub const RECORDS_FILTERED_TOTAL: &str = "refract_records_filtered_total";
     /// Records dropped under `on_error = "skip"`, per flow.
+    pub const RECORDS_SKIPPED_TOTAL: &str = "refract_records_skipped_total";
+    /// Deprecated name of [`RECORDS_SKIPPED_TOTAL`] (the same count), kept for existing alerts.
     pub const RECORDS_DROPPED_TOTAL: &str = "refract_records_dropped_total";
+    /// Records not mirrored because their provenance header shows they came from the target,
+    /// per flow.
+    pub const RECORDS_LOOPED_TOTAL: &str = "refract_records_looped_total";
     /// Configuration reloads, per result.
     pub const RELOADS_TOTAL: &str = "refract_reloads_total";
     /// 1 while a flow is running, else 0.
@@ -56,6 +66,32 @@ pub mod names {
     /// 1 while a source partition is degraded (paused and retried), 0 once it recovered; only
     /// partitions that failed at least once have the series.
     pub const PARTITION_DEGRADED: &str = "refract_partition_degraded";
+
+    /// Every series name above.
+    pub const ALL: &[&str] = &[
+        RECORD_COUNT,
+        BYTE_COUNT,
+        RECORD_AGE_MS,
+        REPLICATION_LATENCY_MS,
+        CHECKPOINT_LATENCY_MS,
+        REPLICATION_LAG_RECORDS,
+        INFLIGHT_BYTES,
+        PLUGIN_CALLS_TOTAL,
+        PLUGIN_ERRORS_TOTAL,
+        PLUGIN_TIMEOUTS_TOTAL,
+        PLUGIN_CALL_DURATION_SECONDS,
+        DEAD_LETTERED_RECORDS_TOTAL,
+        RECORDS_SENT_TOTAL,
+        RECORDS_FILTERED_TOTAL,
+        RECORDS_SKIPPED_TOTAL,
+        RECORDS_DROPPED_TOTAL,
+        RECORDS_LOOPED_TOTAL,
+        RELOADS_TOTAL,
+        FLOW_UP,
+        FLOW_STATE,
+        PARTITION_ERRORS_TOTAL,
+        PARTITION_DEGRADED,
+    ];
 
     /// Bucket bounds of [`PLUGIN_CALL_DURATION_SECONDS`]: 10 µs to 1 s, 1-2.5-5 per decade.
     pub const PLUGIN_CALL_DURATION_BUCKETS: &[f64] = &[
@@ -82,8 +118,12 @@ const PLUGIN_TIMEOUTS_HELP: &str =
 const PLUGIN_DURATION_HELP: &str = "Wall-clock duration of one plugin call (seconds).";
 const DEAD_LETTERED_HELP: &str =
     "Records a processor failed on that were sent to the flow's dead-letter topic (records).";
-const DROPPED_HELP: &str =
+const SKIPPED_HELP: &str =
     "Records a processor failed on that were dropped under on_error = \"skip\" (records).";
+const DROPPED_HELP: &str = "Deprecated: the same count as refract_records_skipped_total (records).";
+const SENT_HELP: &str = "Records handed to the target producer: mirrored records and transform outputs, not dead letters (records).";
+const FILTERED_HELP: &str = "Records a filter or transform dropped on purpose (records).";
+const LOOPED_HELP: &str = "Records not mirrored because their refract.provenance header shows they came from the target cluster (records).";
 const RELOADS_HELP: &str = "Configuration reloads by result: ok (applied) or rejected (invalid; the running configuration was kept) (reloads).";
 const FLOW_UP_HELP: &str = "Whether the flow is running (1) or not (0).";
 const FLOW_STATE_HELP: &str =
@@ -111,12 +151,47 @@ pub struct SourcePartitionMetrics {
 pub struct FlowMetrics {
     /// Add bytes when read, subtract when acknowledged.
     pub inflight_bytes: Gauge,
-    /// Count records sent to the dead-letter topic.
-    pub dead_lettered_records: Counter,
-    /// Count records dropped under `on_error = "skip"`.
-    pub records_dropped: Counter,
+    /// One counter per [`RecordEvent`], in its order; skipped records also count in the
+    /// deprecated `refract_records_dropped_total`.
+    records: [Counter; 5],
+    records_dropped: Counter,
     up: Gauge,
     states: [(FlowState, Gauge); 5],
+}
+
+/// Something that happened to records in a flow, counted in its status and in one series each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordEvent {
+    /// Handed to the target producer: mirrored records and transform outputs, not dead letters
+    /// (`refract_records_sent_total`).
+    Sent,
+    /// Dropped on purpose by a filter or transform (`refract_records_filtered_total`).
+    Filtered,
+    /// Dropped because a processor with `on_error = "skip"` failed on it
+    /// (`refract_records_skipped_total`, and the deprecated `refract_records_dropped_total`).
+    Skipped,
+    /// Sent to the dead-letter topic (`refract_dead_lettered_records_total`).
+    DeadLettered,
+    /// Not mirrored: its provenance shows it came from the target (`refract_records_looped_total`).
+    Looped,
+}
+
+impl FlowMetrics {
+    /// Counts `n` records of `event`.
+    pub fn count(&self, event: RecordEvent, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.records[event as usize].inc_by(n);
+        if event == RecordEvent::Skipped {
+            self.records_dropped.inc_by(n);
+        }
+    }
+
+    /// The count of `event` so far.
+    pub fn get(&self, event: RecordEvent) -> u64 {
+        self.records[event as usize].get()
+    }
 }
 
 /// Lifecycle state of a flow, as exposed by `refract_flow_state{state=...}`.
@@ -234,22 +309,15 @@ impl Metrics {
         })
     }
 
-    /// Removes the series of one replicated partition (e.g. after a topic stops matching).
-    pub fn remove_source_partition(
-        &self,
-        source: &str,
-        target: &str,
-        remote_topic: &str,
-        partition: i32,
-    ) -> usize {
-        let partition = partition.to_string();
-        let labels = [
-            ("source", source),
-            ("target", target),
-            ("topic", remote_topic),
-            ("partition", partition.as_str()),
-        ];
-        self.remove(MIRROR_SOURCE_PREFIX, &labels) + self.remove(REPLICATION_LAG_RECORDS, &labels)
+    /// Removes the partition series of the flow `source->target`: every replicated partition's
+    /// (MirrorSourceConnector's and the lag) and every checkpointed group's
+    /// (MirrorCheckpointConnector's). Called when the flow is removed or rebuilt by a reload;
+    /// a rebuilt flow registers the partitions it mirrors again.
+    pub fn remove_flow_partitions(&self, source: &str, target: &str) -> usize {
+        let labels = [("source", source), ("target", target)];
+        self.remove(MIRROR_SOURCE_PREFIX, &labels)
+            + self.remove(REPLICATION_LAG_RECORDS, &labels)
+            + self.remove(MIRROR_CHECKPOINT_PREFIX, &labels)
     }
 
     /// Registers (or finds) the checkpoint latency stat of one group's remote topic partition.
@@ -286,11 +354,13 @@ impl Metrics {
         };
         Ok(FlowMetrics {
             inflight_bytes: self.gauge(INFLIGHT_BYTES, INFLIGHT_HELP, &labels)?,
-            dead_lettered_records: self.counter(
-                DEAD_LETTERED_RECORDS_TOTAL,
-                DEAD_LETTERED_HELP,
-                &labels,
-            )?,
+            records: [
+                self.counter(RECORDS_SENT_TOTAL, SENT_HELP, &labels)?,
+                self.counter(RECORDS_FILTERED_TOTAL, FILTERED_HELP, &labels)?,
+                self.counter(RECORDS_SKIPPED_TOTAL, SKIPPED_HELP, &labels)?,
+                self.counter(DEAD_LETTERED_RECORDS_TOTAL, DEAD_LETTERED_HELP, &labels)?,
+                self.counter(RECORDS_LOOPED_TOTAL, LOOPED_HELP, &labels)?,
+            ],
             records_dropped: self.counter(RECORDS_DROPPED_TOTAL, DROPPED_HELP, &labels)?,
             up: self.gauge(FLOW_UP, FLOW_UP_HELP, &labels)?,
             states: [
@@ -416,9 +486,44 @@ mod tests {
             .record_count
             .inc();
         assert_eq!(p.record_count.get(), 3);
-        assert_eq!(m.remove_source_partition("us", "eu", "us.orders", 3), 5);
-        assert!(!m.render().contains(RECORD_COUNT));
-        assert!(m.render().contains(CHECKPOINT_LATENCY_MS));
+        m.source_partition("us", "ap", "us.orders", 3).unwrap();
+        // 4 record series, the lag, and the checkpoint latency of g1.
+        assert_eq!(m.remove_flow_partitions("us", "eu"), 6);
+        let text = m.render();
+        assert!(!text.contains(r#"target="eu""#), "{text}");
+        assert!(text.contains(r#"target="ap""#), "{text}");
+    }
+
+    /// The dashboard, the alert rules and the monitoring README name only series refract
+    /// has (a renamed series would otherwise leave a panel or an alert silently empty).
+    #[test]
+    fn the_monitoring_examples_name_only_series_that_exist() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/monitoring");
+        let mut seen = 0;
+        for file in ["grafana-dashboard.json", "alerts.yml", "README.md"] {
+            let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+            for prefix in [REFRACT_PREFIX, "kafka_connect_mirror_"] {
+                for (at, _) in text.match_indices(prefix) {
+                    let name: String = text[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                        .collect();
+                    if name.ends_with('_') {
+                        continue; // a prefix, as in `kafka_connect_mirror_*`
+                    }
+                    let base = ["_bucket", "_sum", "_count", "_min", "_max", "_avg"]
+                        .iter()
+                        .find_map(|s| name.strip_suffix(s).filter(|b| ALL.contains(b)))
+                        .unwrap_or(&name);
+                    assert!(
+                        ALL.contains(&base),
+                        "{file} names {name}, which refract does not export"
+                    );
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 20, "only {seen} series names found");
     }
 
     #[test]
@@ -428,8 +533,12 @@ mod tests {
         f.set_state(FlowState::Halted);
         f.set_state(FlowState::Running);
         f.inflight_bytes.add_i64(10);
-        f.records_dropped.inc();
+        f.count(RecordEvent::Skipped, 2);
         let text = m.render();
+        assert!(samples(&text).contains(&r#"refract_records_skipped_total{flow="a->b"} 2"#));
+        assert!(samples(&text).contains(&r#"refract_records_dropped_total{flow="a->b"} 2"#));
+        assert_eq!(f.get(RecordEvent::Skipped), 2);
+        assert_eq!(f.get(RecordEvent::Sent), 0);
         let state_lines: Vec<&str> = samples(&text)
             .into_iter()
             .filter(|l| l.starts_with(FLOW_STATE))
@@ -453,8 +562,8 @@ mod tests {
         p.calls.inc();
         m.plugin("mask", "other").unwrap();
         m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
-        // 5 state + up + inflight + dead-lettered + dropped + 4 plugin series + degraded.
-        assert_eq!(m.remove_flow("a->b"), 14);
+        // 5 state + up + inflight + 5 record events + dropped + 4 plugin series + degraded.
+        assert_eq!(m.remove_flow("a->b"), 18);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
     }
@@ -526,8 +635,8 @@ mod tests {
         m.partition_degraded("f", "x", Some(0)).unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
-        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 5 flow + 4 plugin + reloads
-        // + 2 partition.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 5 + 4 + 1 + 2);
+        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 9 flow (inflight, 5 record
+        // events, the deprecated dropped, up, state) + 4 plugin + reloads + 2 partition.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 9 + 4 + 1 + 2);
     }
 }

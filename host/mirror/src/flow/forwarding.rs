@@ -12,6 +12,7 @@ use tracing::info;
 
 use crate::chain::{Chain, HeaderPair, Item};
 use crate::source_queue::{Polled, SourceMessage, SourceQueue};
+use refract_telemetry::RecordEvent;
 
 use anyhow::bail;
 use rdkafka::error::KafkaError;
@@ -162,6 +163,8 @@ impl FlowRunner {
         let mut polled = 0u64;
         let mut pending: Vec<Fetched<'_>> = Vec::new();
         let mut looped = 0u64;
+        // Records handed to the producer without a chain (the chain's are counted after it).
+        let mut sent = 0u64;
         let mut now = now_ms();
         // Slots whose read metrics gathered something in this batch.
         let mut touched: Vec<usize> = Vec::new();
@@ -267,6 +270,7 @@ impl FlowRunner {
                     headers,
                 };
                 send(clients, Sent::new(i, offset, true), output)?;
+                sent += 1;
             } else {
                 // Kept as fetched: the chain reads (and usually forwards) these very bytes.
                 pending.push(Fetched {
@@ -286,11 +290,8 @@ impl FlowRunner {
                 self.publish_degraded(slots);
             }
         }
-        if polled > 0 || looped > 0 {
-            let mut status = lock(&self.status);
-            status.records_sent += polled - looped;
-            status.records_looped += looped;
-        }
+        self.count(RecordEvent::Sent, sent);
+        self.count(RecordEvent::Looped, looped);
         if !pending.is_empty() {
             self.process(clients, slots, progress, chain, &pending)?;
         }
@@ -392,14 +393,10 @@ impl FlowRunner {
             }
             // Serve delivery reports between runs, as the unprocessed path does while polling.
             poll_producer(clients, Duration::ZERO);
-            if let Some(m) = &self.flow_metrics {
-                m.dead_lettered_records.inc_by(out.dead.len() as u64);
-                m.records_dropped.inc_by(out.skipped);
-            }
-            let mut status = lock(&self.status);
-            status.records_dropped += out.dropped;
-            status.records_skipped += out.skipped;
-            status.records_dead_lettered += out.dead.len() as u64;
+            self.count(RecordEvent::Sent, out.forward.len() as u64);
+            self.count(RecordEvent::Filtered, out.filtered);
+            self.skipped(topic, partition, &out.skipped);
+            self.dead_lettered(topic, partition, &out.dead);
         }
         Ok(())
     }

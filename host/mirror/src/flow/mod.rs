@@ -24,6 +24,7 @@ use refract_telemetry::{FlowMetrics, FlowState, Metrics};
 
 mod delivery;
 mod discovery;
+mod events;
 mod forwarding;
 mod health;
 mod internals;

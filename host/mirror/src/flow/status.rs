@@ -11,7 +11,7 @@ use tracing::{debug, info, warn};
 
 use crate::degraded::Degraded;
 
-use refract_telemetry::FlowState;
+use refract_telemetry::{FlowState, RecordEvent};
 
 use super::*;
 
@@ -20,20 +20,23 @@ use super::*;
 pub struct FlowStatus {
     /// Source topic → remote topic, for every mirrored topic.
     pub routes: BTreeMap<String, String>,
-    /// Records handed to the target producer since start.
+    /// Records handed to the target producer since start: mirrored records and transform
+    /// outputs, not dead letters (`refract_records_sent_total`).
     pub records_sent: u64,
     /// Records that were already on the target past the last commit when the flow (re)started,
     /// and so are mirrored a second time.
     pub duplicates: u64,
     /// Times the flow failed and was restarted.
     pub restarts: u64,
-    /// Records a processor dropped on purpose.
-    pub records_dropped: u64,
-    /// Records dropped because a processor with `on_error = "skip"` failed on them.
+    /// Records a filter or transform dropped on purpose (`refract_records_filtered_total`).
+    pub records_filtered: u64,
+    /// Records dropped because a processor with `on_error = "skip"` failed on them
+    /// (`refract_records_skipped_total`).
     pub records_skipped: u64,
-    /// Records sent to the dead-letter topic.
+    /// Records sent to the dead-letter topic (`refract_dead_lettered_records_total`).
     pub records_dead_lettered: u64,
-    /// Records not mirrored because their provenance header shows they came from the target.
+    /// Records not mirrored because their provenance header shows they came from the target
+    /// (`refract_records_looped_total`).
     pub records_looped: u64,
     /// MM2 offset syncs written.
     pub offset_syncs: u64,
@@ -68,6 +71,61 @@ pub struct FlowStatus {
     pub halted: Option<String>,
     /// The last failure, if any.
     pub last_error: Option<String>,
+}
+
+impl FlowStatus {
+    /// Counts `n` records of `event` (see [`FlowRunner::count`], which also updates its series).
+    pub fn count(&mut self, event: RecordEvent, n: u64) {
+        let counter = match event {
+            RecordEvent::Sent => &mut self.records_sent,
+            RecordEvent::Filtered => &mut self.records_filtered,
+            RecordEvent::Skipped => &mut self.records_skipped,
+            RecordEvent::DeadLettered => &mut self.records_dead_lettered,
+            RecordEvent::Looped => &mut self.records_looped,
+        };
+        *counter += n;
+    }
+
+    /// Running or degraded, derived from what is known now (degraded partitions, clusters that
+    /// do not answer, a stall, failing checkpoints); other states (starting, restarting,
+    /// halted, stopped) as they are.
+    pub fn health(&self) -> FlowState {
+        if !matches!(self.state, FlowState::Running | FlowState::Degraded) {
+            return self.state;
+        }
+        if self.degraded.is_empty()
+            && self.unreachable.is_empty()
+            && self.stalled.is_none()
+            && self.checkpoints_failing.is_none()
+        {
+            FlowState::Running
+        } else {
+            FlowState::Degraded
+        }
+    }
+
+    /// Whether the flow is running with nothing degraded: what `/health` asks of every flow.
+    pub fn healthy(&self) -> bool {
+        self.health() == FlowState::Running
+    }
+}
+
+/// Shows (`Some`) or clears (`None`) a failure of the flow's checkpoints in its status, its
+/// state and its `refract_flow_state` series. Returns whether they were failing before.
+pub(crate) fn set_checkpoints_failing(
+    status: &SharedStatus,
+    metrics: Option<&FlowMetrics>,
+    why: Option<String>,
+) -> bool {
+    let mut s = lock(status);
+    let was = std::mem::replace(&mut s.checkpoints_failing, why).is_some();
+    let state = s.health();
+    s.state = state;
+    drop(s);
+    if let Some(m) = metrics {
+        m.set_state(state);
+    }
+    was
 }
 
 /// A flow's status, updated while it runs.
@@ -166,22 +224,10 @@ pub(super) fn stall(
 }
 
 impl FlowRunner {
-    /// Running or degraded, from what is known now: degraded partitions, clusters that do not
-    /// answer, a stall. Other states (restarting, halted, stopped) are left as they are.
+    /// Sets the state [`FlowStatus::health`] derives, in the status and its series.
     pub(super) fn refresh_state(&self) {
         let mut status = lock(&self.status);
-        let live = [FlowState::Running, FlowState::Degraded];
-        if !live.contains(&status.state) {
-            return;
-        }
-        let state = if status.degraded.is_empty()
-            && status.unreachable.is_empty()
-            && status.stalled.is_none()
-        {
-            FlowState::Running
-        } else {
-            FlowState::Degraded
-        };
+        let state = status.health();
         status.state = state;
         drop(status);
         if let Some(m) = &self.flow_metrics {
