@@ -31,19 +31,16 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-use convert::*;
-use emit::*;
-use settings::*;
+use convert::Converter;
+use emit::{Origins, TomlWriter};
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::error::ConfigError;
 use crate::model::Pipeline;
-use crate::properties::{parse_properties, Prop};
-use crate::rules::{check_alias, RESERVED_CLIENT_KEYS};
+use crate::properties::parse_properties;
+
 use crate::secrets::{redact_toml, EnvLookup};
-use security::Provider;
 
 /// A MirrorMaker 2 properties file converted to pipeline TOML.
 ///

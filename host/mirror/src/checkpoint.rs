@@ -24,7 +24,7 @@ use crate::admin_ffi::commit_within;
 use crate::clients::{
     client_config, ensure_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,
 };
-use crate::flow::{lock, set_checkpoints_failing, SharedStatus};
+use crate::flow::{lock, set_checkpoints_failing, FlowContext, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::{FlowMetrics, Metrics};
 
@@ -70,15 +70,15 @@ struct State {
 }
 
 impl CheckpointRunner {
-    /// A runner for `flow`'s checkpoints, naming topics with `plugin`; counts go to `status`.
-    pub fn new(
-        flow: Flow,
-        source: Cluster,
-        target: Cluster,
-        plugin: Arc<PolicyPlugin>,
-        stop: Arc<AtomicBool>,
-        status: SharedStatus,
-    ) -> Self {
+    /// A runner for the checkpoints of the flow in `context`, naming topics with `plugin`.
+    pub fn new(context: FlowContext, plugin: Arc<PolicyPlugin>) -> Self {
+        let FlowContext {
+            flow,
+            source,
+            target,
+            stop,
+            status,
+        } = context;
         Self {
             flow,
             source,

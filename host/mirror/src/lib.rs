@@ -38,8 +38,8 @@ use refract_telemetry::{Metrics, ReloadResult};
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::CheckpointRunner;
 pub use flow::{
-    progress_group, provenance, DegradedPartition, FlowRunner, FlowStatus, PluginSet, SharedStatus,
-    PROVENANCE_HEADER,
+    progress_group, provenance, DegradedPartition, FlowContext, FlowRunner, FlowStatus, PluginSet,
+    SharedStatus, PROVENANCE_HEADER,
 };
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
@@ -436,20 +436,19 @@ fn start_flow(
     let source = pipeline.clusters[&p.flow.source].clone();
     let target = pipeline.clusters[&p.flow.target].clone();
     let status: SharedStatus = Arc::new(Mutex::new(FlowStatus::default()));
+    let context = FlowContext {
+        flow: p.flow.clone(),
+        source,
+        target,
+        stop: stop.clone(),
+        status: status.clone(),
+    };
     let reverse = shape.reverse_heartbeats;
     let mut handles = Vec::new();
     let mut checkpoints_runner = None;
     if p.flow.checkpoints.enabled {
         let checkpoints = Arc::new(
-            CheckpointRunner::new(
-                p.flow.clone(),
-                source.clone(),
-                target.clone(),
-                p.policy.clone(),
-                stop.clone(),
-                status.clone(),
-            )
-            .with_metrics(metrics.clone()),
+            CheckpointRunner::new(context.clone(), p.policy.clone()).with_metrics(metrics.clone()),
         );
         checkpoints_runner = Some(checkpoints.clone());
         let thread_stop = stop.clone();
@@ -463,13 +462,11 @@ fn start_flow(
     }
     let runner = Arc::new(
         FlowRunner::new(
-            p.flow,
-            source,
-            target,
-            p.policy,
-            p.processors,
-            stop.clone(),
-            status.clone(),
+            context,
+            PluginSet {
+                policy: p.policy,
+                processors: p.processors,
+            },
         )
         .with_reverse_heartbeats(reverse)
         .with_metrics(metrics.clone())

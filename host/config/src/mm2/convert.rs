@@ -1,7 +1,18 @@
 //! The conversion: clusters, flows and client settings of an MM2 file resolved as MirrorMaker 2
 //! resolves them, into refract's model.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::security::Provider;
+use super::settings::{
+    client_key, is_cluster_client_key, is_default_class, is_flow_setting, is_shared_client_key,
+    not_needed, ClientKey, Kind, Setting, ALWAYS_ON, MM2_PACKAGE, OFFSET_STORAGE_TOPIC, POLICIES,
+    POLICY_CLASS, POLICY_INTERNAL_SEPARATOR, POLICY_SEPARATOR, SETTINGS,
+};
+use crate::error::ConfigError;
+use crate::properties::Prop;
+use crate::rules::check_alias;
 
 /// Where a piece of the generated TOML came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,10 @@
 //! The converted pipeline written as TOML, with notes on what changed.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::convert::{comment, toml_key, toml_string, ClusterOut, FlowOut, Origin};
+use crate::error::ConfigError;
 
 /// Which properties the generated TOML came from, by TOML key path and by TOML line.
 #[derive(Debug, Default)]

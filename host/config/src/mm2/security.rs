@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{ClientTable, Converter, Origin, Prop};
+use super::convert::{ClientTable, Converter, Origin};
 use crate::error::ConfigError;
+use crate::properties::Prop;
 use crate::secrets::{self, is_sensitive_key, Piece};
 
 /// Kafka's config providers refract has an equivalent of.
@@ -233,7 +234,7 @@ impl Converter<'_> {
             .filter_map(|k| self.props.remove_entry(&k))
             .collect();
         if let Some(list_prop) = taken.remove(PROVIDERS_KEY) {
-            for alias in super::list(&list_prop.value) {
+            for alias in super::convert::list(&list_prop.value) {
                 let class_key = format!("config.providers.{alias}.class");
                 let Some(class) = taken.remove(&class_key) else {
                     return Err(self.error(

@@ -1,7 +1,7 @@
 //! MirrorMaker 2's settings: each refract flow setting, the MM2 keys it is read from and how its
 //! value is read.
 
-use super::*;
+use crate::rules::RESERVED_CLIENT_KEYS;
 
 /// How an MM2 flow setting's value is read and written to TOML.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,9 @@ use crate::clients::{client_config, Authenticated, Detached};
 use crate::progress::PartitionProgress;
 use refract_telemetry::{Gauge, SourcePartitionMetrics, StatBatch};
 
-use super::*;
+use super::discovery::Slots;
+use super::{lock, progress_group, FlowRunner, NO_SLOT};
+use crate::clock::now_ms;
 
 /// What a record handed to the producer belongs to, given back with its delivery report.
 pub(super) struct Sent {

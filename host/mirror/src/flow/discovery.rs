@@ -22,7 +22,8 @@ use crate::progress::PartitionProgress;
 use crate::takeover::Mm2Takeover;
 use refract_telemetry::{SourcePartitionMetrics, StatBatch};
 
-use super::*;
+use super::delivery::{Clients, Progress, Tracked};
+use super::{lock, FlowRunner};
 
 /// One mirrored source partition.
 pub(super) struct Slot {

@@ -16,12 +16,16 @@ use refract_telemetry::RecordEvent;
 
 use anyhow::bail;
 use rdkafka::error::KafkaError;
-use rdkafka::producer::BaseRecord;
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::degraded::Reason;
 
-use super::*;
+use super::delivery::{describe, poll_producer, Clients, Progress, Sent, Token};
+use super::discovery::Slots;
+use super::provenance::{provenance, PROVENANCE_HEADER};
+use super::{lock, FlowRunner, MAX_POLL_BATCH, NO_SLOT};
+use crate::clock::now_ms;
 
 /// One record to produce.
 pub(super) struct Output<'a> {

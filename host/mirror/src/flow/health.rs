@@ -14,7 +14,11 @@ use tracing::{debug, info, warn};
 use crate::degraded::{Change, Degraded, Origin, Phase, Reason};
 use crate::source_queue::SourceError;
 
-use super::*;
+use super::delivery::{Clients, Progress};
+use super::discovery::{Slot, Slots};
+use super::status::DegradedPartition;
+use super::{lock, FlowRunner};
+use crate::clock::now_ms;
 
 /// What one round of [`FlowRunner::tend`] found for one partition.
 pub(super) enum Tended {

@@ -23,7 +23,10 @@ use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 use crate::planner::TopicPlan;
 use crate::topic_configs;
 
-use super::*;
+use super::delivery::{Clients, Progress, Sent};
+use super::discovery::Slots;
+use super::{lock, FlowRunner};
+use crate::clock::now_ms;
 
 /// MirrorMaker 2's side channels of a flow: offset syncs and heartbeats.
 pub(super) struct Internals {

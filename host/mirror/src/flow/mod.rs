@@ -31,10 +31,10 @@ mod internals;
 mod provenance;
 mod status;
 
-use delivery::*;
-use discovery::*;
-use forwarding::*;
-use internals::*;
+use delivery::{flush_producer, poll_producer, Clients, Progress};
+use discovery::Slots;
+use forwarding::publish_stats;
+use internals::Internals;
 pub use provenance::*;
 pub use status::*;
 
@@ -56,8 +56,6 @@ pub const STALL_AFTER: Duration = Duration::from_secs(60);
 /// How often gathered per-record observations are handed to the metrics registry.
 const STATS_INTERVAL: Duration = Duration::from_millis(100);
 
-use crate::clock::now_ms;
-
 /// Locks a mutex, recovering the data if another thread panicked while holding it.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -66,6 +64,22 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The consumer group on the source under which a flow commits its progress.
 pub fn progress_group(flow: &Flow) -> String {
     format!("refract-{}-{}", flow.source, flow.target)
+}
+
+/// What every thread of one flow shares: its settings, its two clusters, the stop signal and
+/// the status they report into.
+#[derive(Clone)]
+pub struct FlowContext {
+    /// The flow's settings.
+    pub flow: Flow,
+    /// Its source cluster.
+    pub source: Cluster,
+    /// Its target cluster.
+    pub target: Cluster,
+    /// Set to stop every thread of the flow.
+    pub stop: Arc<AtomicBool>,
+    /// The status its threads update.
+    pub status: SharedStatus,
 }
 
 /// A flow's plugins: its policy and its processors in order.
@@ -100,24 +114,20 @@ pub struct FlowRunner {
 }
 
 impl FlowRunner {
-    /// A runner for `flow` between `source` and `target`, naming topics with `plugin`.
-    pub fn new(
-        flow: Flow,
-        source: Cluster,
-        target: Cluster,
-        plugin: Arc<PolicyPlugin>,
-        processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
-        stop: Arc<AtomicBool>,
-        status: SharedStatus,
-    ) -> Self {
+    /// A runner for the flow in `context`, with `plugins`.
+    pub fn new(context: FlowContext, plugins: PluginSet) -> Self {
+        let FlowContext {
+            flow,
+            source,
+            target,
+            stop,
+            status,
+        } = context;
         Self {
             flow,
             source,
             target,
-            plugins: Mutex::new(PluginSet {
-                policy: plugin,
-                processors,
-            }),
+            plugins: Mutex::new(plugins),
             pending_swap: Mutex::new(None),
             stop,
             status,

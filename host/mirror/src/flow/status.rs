@@ -13,7 +13,10 @@ use crate::degraded::Degraded;
 
 use refract_telemetry::{FlowState, RecordEvent};
 
-use super::*;
+use super::delivery::{Clients, Progress};
+use super::discovery::{cached_high_watermark, Slot, Slots};
+use super::{lock, FlowRunner, STALL_AFTER};
+use refract_telemetry::FlowMetrics;
 
 /// What a running flow has done, shared with whoever started it.
 #[derive(Debug, Default, Clone)]
