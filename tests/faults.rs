@@ -152,63 +152,102 @@ fn caught_up_and_checked(refract: &Refract, a: &Broker, b: &Broker, topic: &str)
     assert_mirrored_in_order(&a.read_all(topic), &b.read_all(&remote))
 }
 
+/// Two fresh brokers, a 2-partition topic under continuous production on `a`, and refract
+/// mirroring it to `b` (metrics endpoint on, drain timeout 5 s), past its first 100 records.
+/// Fields drop in order: refract is killed before the brokers stop.
+struct Mirroring {
+    refract: Refract,
+    producing: Option<Producing>,
+    addr: String,
+    topic: String,
+    remote: String,
+    b: Broker,
+    a: Broker,
+}
+
+impl Mirroring {
+    fn start(prefix: &str) -> Self {
+        let a = Broker::start("a");
+        let b = Broker::start("b");
+        let topic = unique(prefix);
+        let remote = format!("a.{topic}");
+        a.create_topic(&topic, 2);
+        let producing = Producing::start(&a, &topic, 2);
+        let text = format!(
+            "[metrics]\nlisten = \"127.0.0.1:0\"\n{}",
+            pipeline(&[("a", &a), ("b", &b)], &flows(&topic))
+        );
+        let refract = Refract::start(&text, &["--drain-timeout", "5s"]);
+        let addr = refract.metrics_addr();
+        refract.wait("mirroring under way", || {
+            b.counts(&remote).iter().sum::<i64>() > 100
+        });
+        Self {
+            a,
+            b,
+            topic,
+            remote,
+            producing: Some(producing),
+            refract,
+            addr,
+        }
+    }
+
+    /// Cluster `alias` killed for 15 s and restarted, then frozen for 30 s and thawed; then
+    /// production stops and every record must arrive in order, with exactly the duplicates
+    /// refract reported.
+    fn kill_then_freeze(&mut self, alias: &str) {
+        let broker = if alias == "a" { &self.a } else { &self.b };
+        let measure = |length, down: &dyn Fn(), up: &dyn Fn()| {
+            let (target, remote) = (&self.b, self.remote.as_str());
+            outage(
+                &self.refract,
+                &self.addr,
+                target,
+                remote,
+                alias,
+                length,
+                down,
+                up,
+            )
+        };
+        let killed = measure(Duration::from_secs(15), &|| broker.kill(), &|| {
+            broker.resume()
+        });
+        let frozen = measure(Duration::from_secs(30), &|| broker.freeze(), &|| {
+            broker.thaw()
+        });
+        let produced = self.producing.take().map_or(0, Producing::finish);
+        let duplicates = caught_up_and_checked(&self.refract, &self.a, &self.b, &self.topic);
+        let role = if alias == "a" { "source" } else { "target" };
+        println!(
+            "{role} outages: {produced} records, {duplicates} duplicates; killed {killed:?}; frozen {frozen:?}"
+        );
+        assert_eq!(
+            duplicates,
+            self.refract.counted_duplicates(),
+            "{}",
+            self.refract.log()
+        );
+        if alias == "a" {
+            // SIGTERM with the source down: out within the drain timeout (5 s) plus a few
+            // seconds.
+            self.a.kill();
+            self.refract
+                .wait("/health to name the source unreachable", || {
+                    http(&self.addr, "GET", "/health").1.contains("cluster a (")
+                });
+        }
+    }
+}
+
 /// The source killed and restarted, then frozen for 30 s, under continuous production; then
 /// SIGTERM while the source is down exits within the drain timeout plus a few seconds.
 #[test]
 fn source_outages_are_reported_once_and_mirroring_resumes() {
-    let a = Broker::start("a");
-    let b = Broker::start("b");
-    let topic = unique("source-out");
-    let remote = format!("a.{topic}");
-    a.create_topic(&topic, 2);
-    let producing = Producing::start(&a, &topic, 2);
-    let text = format!(
-        "[metrics]\nlisten = \"127.0.0.1:0\"\n{}",
-        pipeline(&[("a", &a), ("b", &b)], &flows(&topic))
-    );
-    let mut refract = Refract::start(&text, &["--drain-timeout", "5s"]);
-    let addr = refract.metrics_addr();
-    refract.wait("mirroring under way", || {
-        b.counts(&remote).iter().sum::<i64>() > 100
-    });
-
-    let killed = outage(
-        &refract,
-        &addr,
-        &b,
-        &remote,
-        "a",
-        Duration::from_secs(15),
-        || a.kill(),
-        || a.resume(),
-    );
-    let frozen = outage(
-        &refract,
-        &addr,
-        &b,
-        &remote,
-        "a",
-        Duration::from_secs(30),
-        || a.freeze(),
-        || a.thaw(),
-    );
-    let produced = producing.finish();
-    let duplicates = caught_up_and_checked(&refract, &a, &b, &topic);
-    println!(
-        "source outages: {produced} records, {duplicates} duplicates; killed {killed:?}; frozen {frozen:?}"
-    );
-    assert_eq!(
-        duplicates,
-        refract.counted_duplicates(),
-        "{}",
-        refract.log()
-    );
-
-    // SIGTERM with the source down: out within the drain timeout (5 s) plus a few seconds.
-    a.kill();
-    refract.wait("/health to name the source unreachable", || {
-        http(&addr, "GET", "/health").1.contains("cluster a (")
-    });
+    let mut m = Mirroring::start("source-out");
+    m.kill_then_freeze("a");
+    let refract = &mut m.refract;
     let (took, code) = refract.terminate_within(Duration::from_secs(60));
     println!("SIGTERM with the source down: exited in {took:?} with {code:?}");
     assert!(
@@ -222,52 +261,7 @@ fn source_outages_are_reported_once_and_mirroring_resumes() {
 /// The target killed and restarted, then frozen for 30 s, under continuous production.
 #[test]
 fn target_outages_are_reported_once_and_the_backlog_follows() {
-    let a = Broker::start("a");
-    let b = Broker::start("b");
-    let topic = unique("target-out");
-    let remote = format!("a.{topic}");
-    a.create_topic(&topic, 2);
-    let producing = Producing::start(&a, &topic, 2);
-    let text = format!(
-        "[metrics]\nlisten = \"127.0.0.1:0\"\n{}",
-        pipeline(&[("a", &a), ("b", &b)], &flows(&topic))
-    );
-    let refract = Refract::start(&text, &["--drain-timeout", "5s"]);
-    let addr = refract.metrics_addr();
-    refract.wait("mirroring under way", || {
-        b.counts(&remote).iter().sum::<i64>() > 100
-    });
-    let killed = outage(
-        &refract,
-        &addr,
-        &b,
-        &remote,
-        "b",
-        Duration::from_secs(15),
-        || b.kill(),
-        || b.resume(),
-    );
-    let frozen = outage(
-        &refract,
-        &addr,
-        &b,
-        &remote,
-        "b",
-        Duration::from_secs(30),
-        || b.freeze(),
-        || b.thaw(),
-    );
-    let produced = producing.finish();
-    let duplicates = caught_up_and_checked(&refract, &a, &b, &topic);
-    println!(
-        "target outages: {produced} records, {duplicates} duplicates; killed {killed:?}; frozen {frozen:?}"
-    );
-    assert_eq!(
-        duplicates,
-        refract.counted_duplicates(),
-        "{}",
-        refract.log()
-    );
+    Mirroring::start("target-out").kill_then_freeze("b");
 }
 
 /// refract killed with SIGKILL ten times under continuous production: every record arrives in
