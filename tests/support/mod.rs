@@ -917,6 +917,60 @@ impl Broker {
         all
     }
 
+    /// Every record of `topic` a consumer with `isolation.level` = `isolation`
+    /// (`read_committed` or `read_uncommitted`) sees, per partition, in offset order, without
+    /// refract's provenance header: read until every partition reports its end (a
+    /// transactional topic's watermarks count commit markers and aborted records too).
+    pub fn read_isolated(&self, topic: &str, isolation: &str) -> Vec<Vec<TestRecord>> {
+        let partitions = self.counts(topic).len();
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("enable.auto.commit", "false")
+            .set("group.id", unique("reader"))
+            .set("isolation.level", isolation)
+            .set("enable.partition.eof", "true")
+            .create()
+            .expect("consumer");
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..partitions as i32 {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .expect("tpl");
+        }
+        c.assign(&tpl).expect("assign");
+        let mut out: Vec<Vec<TestRecord>> = vec![Vec::new(); partitions];
+        let mut ended = std::collections::BTreeSet::new();
+        let deadline = Instant::now() + DEADLINE;
+        while ended.len() < partitions {
+            assert!(
+                Instant::now() < deadline,
+                "timed out reading {topic} ({isolation})"
+            );
+            match c.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => out[m.partition() as usize].push(TestRecord {
+                    partition: m.partition(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    value: m.payload().map(<[u8]>::to_vec),
+                    headers: m
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .filter(|h| h.key != PROVENANCE)
+                                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    timestamp: m.timestamp().to_millis().unwrap_or(-1),
+                }),
+                Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                    ended.insert(p);
+                }
+                Some(Err(e)) => panic!("reading {topic}: {e}"),
+                None => {}
+            }
+        }
+        out
+    }
+
     /// Every record of `topic`, per partition, in offset order, exactly as stored.
     pub fn read_all_raw(&self, topic: &str) -> Vec<Vec<TestRecord>> {
         let counts = self.counts(topic);

@@ -23,7 +23,8 @@ fn degraded_json(d: &DegradedPartition) -> Value {
     })
 }
 
-/// The `/health` body: a line per flow with its state, then a line per degraded partition.
+/// The `/health` body: a line per flow with its state, then a line per unreachable cluster,
+/// stall, checkpoint failure and degraded partition.
 pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
     let mut out = String::new();
     for (name, s) in flows {

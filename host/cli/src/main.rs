@@ -46,7 +46,7 @@ struct Cli {
 enum Command {
     /// Run every flow of a pipeline until interrupted (SIGINT/SIGTERM stop it cleanly).
     Run {
-        /// The pipeline file (TOML).
+        /// The pipeline file (TOML, or a MirrorMaker 2 `.properties` file).
         pipeline: PathBuf,
         /// Run only the flows whose target is one of these clusters (MirrorMaker 2's dedicated mode).
         #[arg(long, num_args = 1..)]
@@ -67,7 +67,7 @@ enum Command {
     /// reachability, TLS, the principal and each permission the flows need; exits 1 when a flow
     /// cannot run (missing features are warnings).
     Check {
-        /// The pipeline file (TOML).
+        /// The pipeline file (TOML, or a MirrorMaker 2 `.properties` file).
         pipeline: PathBuf,
         /// Connect to the clusters and check what each flow needs there (no side effects).
         #[arg(long)]

@@ -207,8 +207,8 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
     healthy
 }
 
-/// One `/status` degraded entry: `big[0] record_too_large at offset 42 since 12:00:01 UTC
-/// (3 failed retries): Broker: Message size too large`.
+/// One `/status` degraded entry: `big[0] record_too_large at offset 42 for 2m5s (3 failed
+/// retries): Broker: Message size too large`.
 fn degraded_line(d: &Value) -> String {
     let what = match (d["topic"].as_str(), d["partition"].as_i64()) {
         (Some(t), Some(p)) => format!("{t}[{p}]"),

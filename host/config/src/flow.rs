@@ -13,7 +13,7 @@ pub mod defaults {
 
     /// `refresh_topics_interval`.
     pub const REFRESH_TOPICS_INTERVAL: Duration = Duration::from_secs(30);
-    /// `commit_interval`.
+    /// `commit_interval`; also `transaction_interval` unless set (the flow's `commit_interval`).
     pub const COMMIT_INTERVAL: Duration = Duration::from_secs(5);
     /// `replication_factor` and `internal_replication_factor`: the broker's default.
     pub const REPLICATION_FACTOR: i32 = -1;
@@ -47,6 +47,8 @@ pub mod defaults {
     pub const SYNC_TOPIC_ACLS_INTERVAL: Duration = Duration::from_secs(60);
     /// `provenance_header`.
     pub const PROVENANCE_HEADER: bool = true;
+    /// `delivery`.
+    pub const DELIVERY: super::DeliveryMode = super::DeliveryMode::AtLeastOnce;
 
     /// `dead_letter_topic`: `refract.dlq.<source>.internal`.
     pub fn dead_letter_topic(source: &str) -> String {
@@ -76,7 +78,9 @@ pub struct Flow {
     pub refresh_topics_interval: Duration,
     /// Replication factor for remote topics refract creates (-1: the broker's default).
     pub replication_factor: i32,
-    /// Replication factor for the internal topics (offset syncs, checkpoints, heartbeats, DLQ).
+    /// Replication factor for the MM2 internal topics (offset syncs, checkpoints, heartbeats) and
+    /// the Connect offsets topic of exactly-once flows; the dead-letter and routed topics use
+    /// `replication_factor`.
     pub internal_replication_factor: i32,
     /// Stamp every mirrored record with the `refract.provenance` header (the clusters it passed
     /// through) and never send a record back to a cluster it came from.
@@ -99,9 +103,36 @@ pub struct Flow {
     pub acl_sync: AclSyncSettings,
 }
 
+/// What a consumer of the target sees of each source record after a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryMode {
+    /// `at-least-once` (the default): records acknowledged by the target but not yet committed
+    /// when refract stops uncleanly are mirrored again (and counted as duplicates).
+    AtLeastOnce,
+    /// `exactly-once`: the target producer is transactional; each transaction holds a run of
+    /// mirrored records and the source positions they reach (in MM2's Connect offsets topic on
+    /// the target), so a `read_committed` consumer of the target sees every record once.
+    ExactlyOnce,
+}
+
+impl DeliveryMode {
+    /// The name used in the pipeline file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AtLeastOnce => "at-least-once",
+            Self::ExactlyOnce => "exactly-once",
+        }
+    }
+}
+
 /// How records reach the target and their progress is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliverySettings {
+    /// `delivery`: at-least-once or exactly-once.
+    pub mode: DeliveryMode,
+    /// `transaction_interval` (exactly-once only): how long one transaction collects records
+    /// before it commits; a `read_committed` reader sees records up to this much later.
+    pub transaction_interval: Duration,
     /// `commit_interval`: how often the acknowledged source position is committed.
     pub commit_interval: Duration,
     /// `compression`: the `compression.type` of the flow's target producer (one of

@@ -18,7 +18,7 @@ mod topics;
 pub use duration::{parse_duration, parse_size};
 pub use error::ConfigError;
 pub use flow::{
-    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom,
+    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
     PluginLocation, PluginSpec, ProcessorSpec,
 };

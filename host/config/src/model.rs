@@ -7,7 +7,7 @@ use toml::Spanned;
 use crate::duration::{parse_duration, parse_size};
 use crate::error::{ConfigError, Locator};
 use crate::flow::{
-    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom,
+    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
     PluginLocation, PluginSpec, ProcessorSpec,
 };
@@ -146,7 +146,8 @@ impl Cluster {
     }
 
     /// The static OAUTHBEARER token of `[clusters.<alias>.oauthbearer] token`, resolved when
-    /// the pipeline was loaded: what librdkafka's token refresh callback hands the broker.
+    /// the pipeline was loaded: what refract hands every client of the cluster as its token
+    /// (`rd_kafka_oauthbearer_set_token`, see refract-mirror's `oauth`).
     pub fn static_oauth_token(&self) -> Option<&str> {
         self.oauthbearer_token
             .as_ref()
@@ -397,7 +398,7 @@ impl Builder<'_> {
         })
     }
 
-    /// A static token is what librdkafka's token refresh callback hands the broker: every
+    /// A static token is what refract hands every client as its OAUTHBEARER token: every
     /// client of the cluster must use OAUTHBEARER, and not librdkafka's own token sources.
     fn check_static_token(
         &self,
@@ -749,6 +750,27 @@ impl Builder<'_> {
             Some(t) => t.into_inner(),
             None => defaults::mm2_offsets_topic(raw.source.get_ref()),
         };
+        let mode = match raw.delivery {
+            None => defaults::DELIVERY,
+            Some(v) => match v.get_ref().as_str() {
+                "at-least-once" => DeliveryMode::AtLeastOnce,
+                "exactly-once" => DeliveryMode::ExactlyOnce,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.delivery"),
+                        format!(
+                            "unknown value `{other}` (use \"at-least-once\" or \"exactly-once\")"
+                        ),
+                    )
+                }
+            },
+        };
+        let transaction_interval = self.duration(
+            &format!("{key}.transaction_interval"),
+            raw.transaction_interval,
+            commit_interval,
+        )?;
         let compression = match raw.compression {
             None => None,
             Some(c) if COMPRESSION_TYPES.contains(&c.get_ref().as_str()) => Some(c.into_inner()),
@@ -778,6 +800,8 @@ impl Builder<'_> {
             provenance_header: raw.provenance_header.unwrap_or(defaults::PROVENANCE_HEADER),
             mm2_offsets_topic,
             delivery: DeliverySettings {
+                mode,
+                transaction_interval,
                 commit_interval,
                 compression,
                 dead_letter_topic,
@@ -1259,6 +1283,30 @@ mod mm2_settings_tests {
         );
         assert_eq!(plain.delivery.commit_interval, defaults::COMMIT_INTERVAL);
         assert_eq!(plain.checkpoints.interval, defaults::CHECKPOINT_INTERVAL);
+    }
+
+    #[test]
+    fn delivery_mode_and_transaction_interval() {
+        let f = parse("").unwrap().flows.remove(0);
+        assert_eq!(f.delivery.mode, DeliveryMode::AtLeastOnce);
+        assert_eq!(f.delivery.transaction_interval, defaults::COMMIT_INTERVAL);
+        let f = parse("delivery = \"exactly-once\"\ncommit_interval = \"700ms\"")
+            .unwrap()
+            .flows
+            .remove(0);
+        assert_eq!(f.delivery.mode, DeliveryMode::ExactlyOnce);
+        // Unless set, a transaction lasts the flow's commit interval.
+        assert_eq!(f.delivery.transaction_interval, Duration::from_millis(700));
+        let f = parse("delivery = \"exactly-once\"\ntransaction_interval = \"100ms\"")
+            .unwrap()
+            .flows
+            .remove(0);
+        assert_eq!(f.delivery.transaction_interval, Duration::from_millis(100));
+        let e = parse("delivery = \"exactly-twice\"").unwrap_err();
+        assert_eq!(e.key, "flow[0].delivery");
+        assert!(e.message.contains("`exactly-twice`"), "{e}");
+        let e = parse("transaction_interval = \"0s\"").unwrap_err();
+        assert_eq!(e.key, "flow[0].transaction_interval");
     }
 
     #[test]

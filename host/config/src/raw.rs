@@ -80,6 +80,8 @@ pub struct RawFlow {
     pub provenance_header: Option<bool>,
     pub mm2_offsets_topic: Option<Spanned<String>>,
     pub compression: Option<Spanned<String>>,
+    pub delivery: Option<Spanned<String>>,
+    pub transaction_interval: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

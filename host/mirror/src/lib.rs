@@ -1,4 +1,5 @@
-//! The mirror: each flow of a pipeline runs on its own thread, reading a source cluster,
+//! The mirror: each flow of a pipeline runs on threads of its own (records, cluster watch,
+//! checkpoints when enabled), reading a source cluster,
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
 mod acls;
@@ -38,8 +39,8 @@ use refract_telemetry::{Metrics, ReloadResult};
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::CheckpointRunner;
 pub use flow::{
-    progress_group, provenance, DegradedPartition, FlowContext, FlowRunner, FlowStatus, PluginSet,
-    SharedStatus, PROVENANCE_HEADER,
+    progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowContext,
+    FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
 };
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
@@ -326,7 +327,8 @@ impl Mirror {
         for name in &diff.add {
             add.push(prepare_named(name)?);
         }
-        // Apply: plugins swapped in place, then stops, rebuilds, removals and starts.
+        // Apply: plugins swapped in place, reverse heartbeats handed over, then stops, rebuilds,
+        // removals and starts.
         let mut summary = Vec::new();
         for (name, p, shape) in swaps {
             if let Some(i) = index(&flows, &name) {
@@ -423,7 +425,8 @@ fn prepare_one(
         .with_context(|| format!("flow {} vanished while loading", flow.name()))
 }
 
-/// Starts a flow's threads (records; checkpoints when enabled) with a stop flag of its own.
+/// Starts a flow's threads (records and cluster watch; checkpoints when enabled) with a stop
+/// flag of its own.
 fn start_flow(
     pipeline: &Pipeline,
     p: PreparedFlow,
@@ -534,6 +537,10 @@ fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
                 runner.record_failure(&e);
                 if let Some(halt) = e.downcast_ref::<Halt>() {
                     error!(flow = %name, "flow halted; fix the processor and restart refract: {halt}");
+                    return;
+                }
+                if let Some(fenced) = e.downcast_ref::<Fenced>() {
+                    error!(flow = %name, "{fenced}");
                     return;
                 }
                 if stop.load(Ordering::Relaxed) {

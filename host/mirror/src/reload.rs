@@ -1,6 +1,6 @@
 //! A reload planned as data, then applied: [`plan`] compares what runs with what the new
-//! pipeline wants and returns a [`FlowDiff`] — which flows to remove, rebuild, hand new plugins
-//! or add — or refuses a change that cannot apply while running ([`NotLive`]). It reads no file
+//! pipeline wants and returns a [`FlowDiff`] — which flows to remove, rebuild, hand new plugins,
+//! stop writing reverse heartbeats, or add — or refuses a change that cannot apply while running ([`NotLive`]). It reads no file
 //! and touches no cluster; [`crate::Mirror::reload`] loads the plugins the diff needs and applies
 //! it in steps.
 

@@ -132,25 +132,7 @@ impl<'a> Mm2Takeover<'a> {
 
     /// MM2's positions for this flow from its Connect offsets topic on the target.
     fn load_positions(&self) -> Result<Mm2Positions> {
-        let topic = &self.flow.mm2_offsets_topic;
-        let mut positions = Mm2Positions::new(&self.flow.source);
-        let found = read_to_end(self.target, topic, &self.client_id(), |k, v| {
-            positions.apply(k, v)
-        })
-        .with_context(|| {
-            format!(
-                "flow {}: reading MirrorMaker 2's positions from {topic} on {}",
-                self.flow.name(),
-                self.target.alias
-            )
-        })?;
-        if found {
-            debug!(flow = %self.flow.name(), "{topic} on {}: MirrorMaker 2 positions for {} partitions", self.target.alias, positions.len());
-            if positions.malformed() > 0 {
-                warn!(flow = %self.flow.name(), "{topic} on {}: skipped {} MirrorSourceConnector records that do not parse", self.target.alias, positions.malformed());
-            }
-        }
-        Ok(positions)
+        read_positions(self.flow, self.target, &self.client_id())
     }
 
     /// The offset syncs of the partitions taken over, per (topic, partition), in topic order.
@@ -191,6 +173,33 @@ impl<'a> Mm2Takeover<'a> {
             self.flow.source, self.flow.target
         )
     }
+}
+
+/// The positions in the flow's Connect offsets topic on the target (`mm2_offsets_topic`), as
+/// MirrorMaker 2 and exactly-once refract write them; only committed records are read
+/// (`read_committed`, librdkafka's default). Empty when the topic does not exist.
+pub(crate) fn read_positions(
+    flow: &Flow,
+    target: &Cluster,
+    client_id: &str,
+) -> Result<Mm2Positions> {
+    let topic = &flow.mm2_offsets_topic;
+    let mut positions = Mm2Positions::new(&flow.source);
+    let found =
+        read_to_end(target, topic, client_id, |k, v| positions.apply(k, v)).with_context(|| {
+            format!(
+                "flow {}: reading the source positions in {topic} on {}",
+                flow.name(),
+                target.alias
+            )
+        })?;
+    if found {
+        debug!(flow = %flow.name(), "{topic} on {}: positions for {} partitions", target.alias, positions.len());
+        if positions.malformed() > 0 {
+            warn!(flow = %flow.name(), "{topic} on {}: skipped {} MirrorSourceConnector records that do not parse", target.alias, positions.malformed());
+        }
+    }
+    Ok(positions)
 }
 
 /// Reads every partition of `topic` on `cluster` from its start to its current end, handing

@@ -76,8 +76,8 @@ impl ClientContext for LastError {
 
 impl ConsumerContext for LastError {}
 
-/// `Connection refused` from `127.0.0.1:9092/bootstrap: Connect to ipv4#127.0.0.1:9092 failed:
-/// Connection refused (after 0ms in state CONNECT)`; librdkafka's own text when it has no such
+/// `Connect to ipv4#127.0.0.1:9092 failed: Connection refused` from `127.0.0.1:9092/bootstrap:
+/// Connect to ipv4#127.0.0.1:9092 failed: Connection refused (after 0ms in state CONNECT)`; librdkafka's own text when it has no such
 /// shape.
 fn cause_text(error: &KafkaError, reason: &str) -> String {
     let reason = reason.trim();

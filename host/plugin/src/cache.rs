@@ -1,6 +1,6 @@
 //! Compiled components kept on disk, keyed by the SHA-256 of the component's bytes and of the
 //! engine's compatibility hash, so a plugin is compiled by Cranelift once per machine and later
-//! starts (and reloads) only map the compiled artefact: a Python or JavaScript component takes
+//! starts (and reloads) only read and deserialize the compiled artefact: a Python or JavaScript component takes
 //! seconds to compile and milliseconds to deserialize.
 //!
 //! Deserializing compiled code is only safe for files this host wrote itself, so the cache is used

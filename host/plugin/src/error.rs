@@ -58,7 +58,7 @@ pub enum PluginError {
     Trap {
         /// The plugin (file or built-in name).
         plugin: String,
-        /// The call that failed (`format-remote-topics`, `process`, …).
+        /// The call that failed (`format-remote-topics`, `filter`, `transform`, …).
         call: String,
         /// What went wrong, in words.
         reason: String,
@@ -70,7 +70,7 @@ pub enum PluginError {
     Failed {
         /// The plugin (file or built-in name).
         plugin: String,
-        /// The call that failed (`format-remote-topics`, `process`, …).
+        /// The call that failed (`format-remote-topics`, `filter`, `transform`, …).
         call: String,
         /// What went wrong, in words.
         reason: String,
@@ -80,7 +80,7 @@ pub enum PluginError {
     Contract {
         /// The plugin (file or built-in name).
         plugin: String,
-        /// The call that failed (`format-remote-topics`, `process`, …).
+        /// The call that failed (`format-remote-topics`, `filter`, `transform`, …).
         call: String,
         /// What went wrong, in words.
         reason: String,

@@ -30,7 +30,7 @@ pub mod names {
 
     /// Source high watermark minus committed position, per source partition.
     pub const REPLICATION_LAG_RECORDS: &str = "refract_replication_lag_records";
-    /// Bytes read and not yet acknowledged by the target, per flow.
+    /// Value bytes handed to the target producer and not yet acknowledged or failed, per flow.
     pub const INFLIGHT_BYTES: &str = "refract_inflight_bytes";
     /// Plugin calls, per plugin and flow.
     pub const PLUGIN_CALLS_TOTAL: &str = "refract_plugin_calls_total";
@@ -54,9 +54,13 @@ pub mod names {
     /// Records not mirrored because their provenance header shows they came from the target,
     /// per flow.
     pub const RECORDS_LOOPED_TOTAL: &str = "refract_records_looped_total";
+    /// Transactions of an exactly-once flow, per flow and result (`committed`, `aborted`).
+    pub const TRANSACTIONS_TOTAL: &str = "refract_transactions_total";
+    /// Duration of an exactly-once flow's transactions, begin to commit, per flow.
+    pub const TRANSACTION_DURATION_SECONDS: &str = "refract_transaction_duration_seconds";
     /// Configuration reloads, per result.
     pub const RELOADS_TOTAL: &str = "refract_reloads_total";
-    /// 1 while a flow is running, else 0.
+    /// 1 while a flow is running or degraded, else 0.
     pub const FLOW_UP: &str = "refract_flow_up";
     /// 1 for a flow's current state, 0 for the others.
     pub const FLOW_STATE: &str = "refract_flow_state";
@@ -86,11 +90,18 @@ pub mod names {
         RECORDS_SKIPPED_TOTAL,
         RECORDS_DROPPED_TOTAL,
         RECORDS_LOOPED_TOTAL,
+        TRANSACTIONS_TOTAL,
+        TRANSACTION_DURATION_SECONDS,
         RELOADS_TOTAL,
         FLOW_UP,
         FLOW_STATE,
         PARTITION_ERRORS_TOTAL,
         PARTITION_DEGRADED,
+    ];
+
+    /// Bucket bounds of [`TRANSACTION_DURATION_SECONDS`]: 10 ms to 60 s.
+    pub const TRANSACTION_DURATION_BUCKETS: &[f64] = &[
+        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     ];
 
     /// Bucket bounds of [`PLUGIN_CALL_DURATION_SECONDS`]: 10 µs to 1 s, 1-2.5-5 per decade.
@@ -109,7 +120,7 @@ const REPLICATION_LATENCY_HELP: &str = "Time from a record's timestamp to the ta
 const CHECKPOINT_LATENCY_HELP: &str = "Time from creating a consumer-group checkpoint to the target's acknowledgement of it (milliseconds; MirrorMaker 2 checkpoint-latency-ms).";
 const LAG_HELP: &str = "Records of the source partition not yet replicated: source high watermark minus the committed position (records).";
 const INFLIGHT_HELP: &str =
-    "Record bytes read from the source and not yet acknowledged by the target (bytes).";
+    "Record value bytes handed to the target producer and not yet acknowledged or failed (bytes).";
 const PLUGIN_CALLS_HELP: &str = "Calls into the WebAssembly plugin (calls).";
 const PLUGIN_ERRORS_HELP: &str =
     "Plugin calls that returned an error, trapped or rejected a record (calls).";
@@ -124,6 +135,9 @@ const DROPPED_HELP: &str = "Deprecated: the same count as refract_records_skippe
 const SENT_HELP: &str = "Records handed to the target producer: mirrored records and transform outputs, not dead letters (records).";
 const FILTERED_HELP: &str = "Records a filter or transform dropped on purpose (records).";
 const LOOPED_HELP: &str = "Records not mirrored because their refract.provenance header shows they came from the target cluster (records).";
+const TRANSACTIONS_HELP: &str = "Transactions of an exactly-once flow by result: committed (its records and source positions are visible to read_committed consumers) or aborted (its records are sent again from the last committed position) (transactions).";
+const TRANSACTION_DURATION_HELP: &str =
+    "Duration of an exactly-once flow's transactions, from begin to commit (seconds).";
 const RELOADS_HELP: &str = "Configuration reloads by result: ok (applied) or rejected (invalid; the running configuration was kept) (reloads).";
 const FLOW_UP_HELP: &str = "Whether the flow is running (1) or not (0).";
 const FLOW_STATE_HELP: &str =
@@ -149,12 +163,16 @@ pub struct SourcePartitionMetrics {
 /// Series of one flow.
 #[derive(Debug, Clone)]
 pub struct FlowMetrics {
-    /// Add bytes when read, subtract when acknowledged.
+    /// Add value bytes when handed to the producer, subtract on their delivery report.
     pub inflight_bytes: Gauge,
     /// One counter per [`RecordEvent`], in its order; skipped records also count in the
     /// deprecated `refract_records_dropped_total`.
     records: [Counter; 5],
     records_dropped: Counter,
+    /// Committed and aborted transactions (exactly-once flows).
+    transactions: [Counter; 2],
+    /// Duration of committed transactions.
+    pub transaction_duration: Histogram,
     up: Gauge,
     states: [(FlowState, Gauge); 5],
 }
@@ -191,6 +209,11 @@ impl FlowMetrics {
     /// The count of `event` so far.
     pub fn get(&self, event: RecordEvent) -> u64 {
         self.records[event as usize].get()
+    }
+
+    /// Counts a committed (`true`) or aborted transaction.
+    pub fn transaction(&self, committed: bool) {
+        self.transactions[usize::from(!committed)].inc();
     }
 }
 
@@ -362,6 +385,24 @@ impl Metrics {
                 self.counter(RECORDS_LOOPED_TOTAL, LOOPED_HELP, &labels)?,
             ],
             records_dropped: self.counter(RECORDS_DROPPED_TOTAL, DROPPED_HELP, &labels)?,
+            transactions: [
+                self.counter(
+                    TRANSACTIONS_TOTAL,
+                    TRANSACTIONS_HELP,
+                    &[("flow", flow), ("result", "committed")],
+                )?,
+                self.counter(
+                    TRANSACTIONS_TOTAL,
+                    TRANSACTIONS_HELP,
+                    &[("flow", flow), ("result", "aborted")],
+                )?,
+            ],
+            transaction_duration: self.histogram(
+                TRANSACTION_DURATION_SECONDS,
+                TRANSACTION_DURATION_HELP,
+                TRANSACTION_DURATION_BUCKETS,
+                &labels,
+            )?,
             up: self.gauge(FLOW_UP, FLOW_UP_HELP, &labels)?,
             states: [
                 state(FlowState::Running)?,
@@ -562,8 +603,9 @@ mod tests {
         p.calls.inc();
         m.plugin("mask", "other").unwrap();
         m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
-        // 5 state + up + inflight + 5 record events + dropped + 4 plugin series + degraded.
-        assert_eq!(m.remove_flow("a->b"), 18);
+        // 5 state + up + inflight + 5 record events + dropped + 2 transactions + 1 duration
+        // + 4 plugin series + degraded.
+        assert_eq!(m.remove_flow("a->b"), 21);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
     }
@@ -635,8 +677,9 @@ mod tests {
         m.partition_degraded("f", "x", Some(0)).unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
-        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 9 flow (inflight, 5 record
-        // events, the deprecated dropped, up, state) + 4 plugin + reloads + 2 partition.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 9 + 4 + 1 + 2);
+        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 11 flow (inflight, 5 record
+        // events, the deprecated dropped, transactions, transaction duration, up, state)
+        // + 4 plugin + reloads + 2 partition.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 11 + 4 + 1 + 2);
     }
 }

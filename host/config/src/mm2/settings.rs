@@ -31,7 +31,6 @@ pub(super) struct Setting {
     pub(super) kind: Kind,
 }
 
-/// Flow settings with a direct refract equivalent, in the order they are written.
 /// MM2's replication factors of its internal topics; refract has one for all of them.
 pub(super) const INTERNAL_REPLICATION_FACTORS: &[&str] = &[
     "checkpoints.topic.replication.factor",
@@ -39,6 +38,7 @@ pub(super) const INTERNAL_REPLICATION_FACTORS: &[&str] = &[
     "offset-syncs.topic.replication.factor",
 ];
 
+/// Flow settings with a direct refract equivalent, in the order they are written.
 #[rustfmt::skip]
 pub(super) const SETTINGS: &[Setting] = &[
     row("topics", &["topics"], Kind::List),

@@ -391,6 +391,10 @@ impl FlowRunner {
         if let Some(codec) = &self.flow.delivery.compression {
             forced.push(("compression.type", codec.as_str()));
         }
+        let transactional_id = super::transactional_id(&self.flow);
+        if self.exactly_once() {
+            forced.push(("transactional.id", transactional_id.as_str()));
+        }
         let producer: Authenticated<BaseProducer<DeliveryContext>> = client_config(
             &self.target,
             ClientRole::Producer,

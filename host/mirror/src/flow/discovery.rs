@@ -96,8 +96,8 @@ pub(super) fn cached_high_watermark(
 }
 
 impl FlowRunner {
-    /// Lists source topics, plans them, makes sure remote topics exist, and assigns partitions
-    /// that are new to this flow.
+    /// Lists source topics, plans them, makes sure remote topics exist, and, when partitions
+    /// were added, assigns every partition that is read at its position.
     pub(super) fn discover(
         &self,
         clients: &Clients,
@@ -253,6 +253,9 @@ impl FlowRunner {
         added: &[usize],
         policy: &mut ReplicationPolicy,
     ) -> Result<()> {
+        if self.exactly_once() {
+            return self.resume_exactly_once(clients, slots, added);
+        }
         let mut tpl = TopicPartitionList::new();
         for &i in added {
             tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);

@@ -28,17 +28,22 @@ use super::discovery::Slots;
 use super::{lock, FlowRunner};
 use crate::clock::now_ms;
 
-/// MirrorMaker 2's side channels of a flow: offset syncs and heartbeats.
+/// MirrorMaker 2's side channels of a flow: offset syncs, heartbeats, and the schedule of topic
+/// config and ACL sync.
 pub(super) struct Internals {
     pub(super) writer: Option<OffsetSyncWriter>,
     pub(super) sync_topic: String,
     pub(super) heartbeats_topic: String,
     pub(super) next_heartbeat: Instant,
-    /// Remote topic → (source topic, wanted configs) last applied, for periodic re-sync.
+    /// When the source topics' configs are next applied to their remote topics again.
     pub(super) next_config_sync: Instant,
     pub(super) config_sync_unsupported: bool,
     pub(super) next_acl_sync: Instant,
     pub(super) acl_sync_off: bool,
+    /// Exactly-once with offset syncs on the source: syncs wait in `held_syncs` until the
+    /// transaction they describe commits.
+    pub(super) hold_syncs: bool,
+    pub(super) held_syncs: Vec<OffsetSync>,
 }
 
 impl FlowRunner {
@@ -105,6 +110,9 @@ impl FlowRunner {
             config_sync_unsupported: false,
             next_acl_sync: Instant::now(),
             acl_sync_off: !self.flow.acl_sync.enabled,
+            hold_syncs: self.exactly_once()
+                && self.flow.offset_syncs.location == OffsetSyncsLocation::Source,
+            held_syncs: Vec::new(),
         })
     }
 
@@ -135,7 +143,9 @@ impl FlowRunner {
                 writer.promote_delayed();
                 syncs.extend(writer.take_pending());
             }
-            if !syncs.is_empty() {
+            if internals.hold_syncs {
+                internals.held_syncs.extend(syncs);
+            } else if !syncs.is_empty() {
                 let sent = syncs
                     .iter()
                     .filter(|sync| self.send_sync(clients, &internals.sync_topic, sync))

@@ -30,6 +30,7 @@ mod health;
 mod internals;
 mod provenance;
 mod status;
+mod transactions;
 
 use delivery::{flush_producer, poll_producer, Clients, Progress};
 use discovery::Slots;
@@ -37,6 +38,8 @@ use forwarding::publish_stats;
 use internals::Internals;
 pub use provenance::*;
 pub use status::*;
+use transactions::Transactions;
+pub use transactions::{transactional_id, Fenced};
 
 /// Token slot of records that belong to no source partition (heartbeats, offset syncs on the
 /// target): their delivery reports are ignored.
@@ -207,6 +210,28 @@ impl FlowRunner {
         let name = self.flow.name();
         let progress = Arc::new(Mutex::new(Vec::new()));
         let mut clients = self.connect(&name, progress.clone())?;
+        let mut txn = if self.exactly_once() {
+            Some(self.start_transactions(&clients)?)
+        } else {
+            None
+        };
+        let result = self.mirror(&name, &mut clients, &progress, &mut txn);
+        if let (Err(e), Some(_)) = (&result, &txn) {
+            self.abort_transaction(&clients, e);
+        }
+        result
+    }
+
+    /// The run loop: discover, forward, commit, until stopped; then drain.
+    fn mirror(
+        &self,
+        name: &str,
+        clients: &mut Clients,
+        progress: &Progress,
+        txn: &mut Option<Transactions>,
+    ) -> Result<()> {
+        let name = name.to_string();
+        let progress = progress.clone();
         let mut fatal_streak = 0u32;
         let mut commit_failures = 0u32;
         let queue = SourceQueue::new(&clients.consumer)
@@ -231,7 +256,7 @@ impl FlowRunner {
         let mut next_discovery = Instant::now();
         let mut next_commit = Instant::now() + self.flow.delivery.commit_interval;
         let mut next_stats = Instant::now() + STATS_INTERVAL;
-        let mut internals = self.internals(&clients, &mut policy)?;
+        let mut internals = self.internals(clients, &mut policy)?;
 
         while !self.stop.load(Ordering::Relaxed) {
             if let Some(set) = lock(&self.pending_swap).take() {
@@ -254,7 +279,7 @@ impl FlowRunner {
             }
             if Instant::now() >= next_discovery {
                 match self.discover(
-                    &clients,
+                    clients,
                     &mut policy,
                     &planner,
                     &mut slots,
@@ -269,10 +294,10 @@ impl FlowRunner {
                             self.publish_degraded(&slots);
                         }
                         if Instant::now() >= internals.next_config_sync {
-                            self.sync_configs(&clients, &plan, &mut internals);
+                            self.sync_configs(clients, &plan, &mut internals);
                         }
                         if !internals.acl_sync_off && Instant::now() >= internals.next_acl_sync {
-                            self.sync_acls(&clients, &plan, &mut internals);
+                            self.sync_acls(clients, &plan, &mut internals);
                         }
                         last_plan = plan
                     }
@@ -286,29 +311,47 @@ impl FlowRunner {
                 }
                 next_discovery = Instant::now() + self.flow.refresh_topics_interval;
             }
-            self.forward_batch(&clients, &queue, &mut slots, &progress, &mut chain)?;
-            poll_producer(&clients, Duration::ZERO);
-            self.replace_failed_producer(
-                &name,
-                &mut clients.producer,
-                &progress,
-                &mut fatal_streak,
-            )?;
+            self.forward_batch(clients, &queue, &mut slots, &progress, &mut chain)?;
+            poll_producer(clients, Duration::ZERO);
+            if let Some(t) = txn.as_mut() {
+                // Any failed record fails the whole transaction: abort, start over from the
+                // last committed positions (never a partition retried inside a transaction).
+                self.transaction_failure(clients, &progress)?;
+                if Instant::now() >= t.due {
+                    self.commit_transaction(
+                        clients,
+                        &mut slots,
+                        &progress,
+                        &mut internals,
+                        t,
+                        REQUEST_TIMEOUT,
+                        false,
+                    )?;
+                }
+            } else {
+                self.replace_failed_producer(
+                    &name,
+                    &mut clients.producer,
+                    &progress,
+                    &mut fatal_streak,
+                )?;
+            }
             if Instant::now() >= next_stats {
                 publish_stats(&progress);
                 next_stats = Instant::now() + STATS_INTERVAL;
             }
-            self.emit_internals(&clients, &slots, &progress, &mut internals, false);
+            self.emit_internals(clients, &slots, &progress, &mut internals, false);
             // A partition whose delivery failed is paused and retried on its own; the flow
             // and its other partitions go on.
-            self.tend(&clients, &mut slots, &progress);
+            self.tend(clients, &mut slots, &progress);
             if Instant::now() >= next_commit {
-                self.update_lag(&clients, &slots, &progress);
-                self.emit_internals(&clients, &slots, &progress, &mut internals, true);
+                self.update_lag(clients, &slots, &progress);
+                self.emit_internals(clients, &slots, &progress, &mut internals, true);
                 // A source that does not answer cannot take commits; positions wait (nothing is
-                // lost) instead of a request that blocks the flow until it times out.
-                if !self.unreachable("source") {
-                    match self.commit(&clients, &mut slots, &progress, REQUEST_TIMEOUT) {
+                // lost) instead of a request that blocks the flow until it times out. Under
+                // exactly-once the source group is committed after each transaction only.
+                if !self.unreachable("source") && txn.is_none() {
+                    match self.commit(clients, &mut slots, &progress, REQUEST_TIMEOUT) {
                         Ok(()) if commit_failures > 0 => {
                             info!(flow = %name, "committing source positions to cluster {} works again after {commit_failures} failed attempts", self.source.alias);
                             commit_failures = 0;
@@ -327,7 +370,7 @@ impl FlowRunner {
                 next_commit = Instant::now() + self.flow.delivery.commit_interval;
             }
         }
-        self.drain(&name, &clients, &mut slots, &progress, &mut internals);
+        self.drain(&name, clients, &mut slots, &progress, &mut internals, txn);
         self.set_state(FlowState::Stopped);
         info!(flow = %name, "stopped");
         Ok(())
@@ -343,9 +386,25 @@ impl FlowRunner {
         slots: &mut Slots,
         progress: &Progress,
         internals: &mut Internals,
+        txn: &mut Option<Transactions>,
     ) {
         let deadline = Instant::now() + self.drain;
         let left = || deadline.saturating_duration_since(Instant::now());
+        if let Some(t) = txn.as_mut() {
+            info!(flow = %name, "stopping: committing the open transaction on cluster {} (up to {:?})", self.target.alias, self.drain);
+            let committed = self.transaction_failure(clients, progress).and_then(|()| {
+                self.commit_transaction(clients, slots, progress, internals, t, left(), true)
+            });
+            if let Err(e) = committed {
+                warn!(flow = %name, "{e:#}; the records since the last committed transaction will be mirrored again on the next start (read_committed consumers see them once)");
+                self.abort_transaction(clients, &e);
+            }
+            if let Some(p) = &clients.source_producer {
+                let _ = p.flush(left().min(Duration::from_secs(5)));
+            }
+            *txn = None;
+            return;
+        }
         info!(flow = %name, "stopping: waiting up to {:?} for cluster {} to acknowledge in-flight records", self.drain, self.target.alias);
         if flush_producer(clients, left()).is_err() || clients.producer.in_flight_count() > 0 {
             warn!(flow = %name, "{} records were not acknowledged by cluster {} within the drain timeout ({:?}); they are not committed and will be mirrored again on the next start", clients.producer.in_flight_count(), self.target.alias, self.drain);

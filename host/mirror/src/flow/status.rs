@@ -51,7 +51,8 @@ pub struct FlowStatus {
     pub group_offsets_synced: u64,
     /// Times new plugins were swapped in while running.
     pub plugin_swaps: u64,
-    /// running, degraded (running, with partitions that cannot make progress), restarting,
+    /// starting (before the first run), running, degraded (running, with partitions that cannot
+    /// make progress), restarting,
     /// halted or stopped.
     pub state: FlowState,
     /// The partitions that cannot make progress (and a failure of the flow's own reads that
@@ -249,9 +250,17 @@ impl FlowRunner {
     pub fn record_failure(&self, error: &anyhow::Error) {
         let mut status = lock(&self.status);
         status.last_error = Some(format!("{error:#}"));
-        let state = match error.downcast_ref::<crate::chain::Halt>() {
+        let halt = error
+            .downcast_ref::<crate::chain::Halt>()
+            .map(ToString::to_string)
+            .or_else(|| {
+                error
+                    .downcast_ref::<super::Fenced>()
+                    .map(ToString::to_string)
+            });
+        let state = match halt {
             Some(halt) => {
-                status.halted = Some(halt.to_string());
+                status.halted = Some(halt);
                 FlowState::Halted
             }
             None => {
@@ -263,7 +272,7 @@ impl FlowRunner {
         self.set_state(state);
     }
 
-    /// Per partition: the source's high watermark (as of the consumer's last fetch, no request)
+    /// Per partition: the source's high watermark (as of the consumer's last fetch; a watermark request only when none is cached)
     /// minus the position after the last record the target acknowledged.
     pub(super) fn update_lag(&self, clients: &Clients, slots: &Slots, progress: &Progress) {
         // Cached watermarks of a source that does not answer are stale: the lag is unknown

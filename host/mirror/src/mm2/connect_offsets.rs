@@ -118,6 +118,61 @@ pub fn parse_record(
     }
 }
 
+/// The key of `topic[partition]`'s position for the flow from `source_alias`, byte for byte as
+/// Connect's `JsonConverter` writes it for `MirrorSourceConnector` (so compaction and MM2 see
+/// one key): `["MirrorSourceConnector",{"cluster":"a","partition":0,"topic":"t"}]`.
+pub fn position_key(source_alias: &str, topic: &str, partition: i32) -> Vec<u8> {
+    // serde_json's map is sorted, which is also the order Connect writes these three fields.
+    let key = serde_json::json!([
+        SOURCE_CONNECTOR,
+        {"cluster": source_alias, "partition": partition, "topic": topic}
+    ]);
+    serde_json::to_vec(&key).unwrap_or_default()
+}
+
+/// The value of a position: `{"offset":N}`, `N` the upstream offset of the last record
+/// replicated (a reader resumes at `N + 1`).
+pub fn position_value(last: i64) -> Vec<u8> {
+    format!("{{\"offset\":{last}}}").into_bytes()
+}
+
+/// The partition of the offsets topic a key goes to, as Kafka's Java producer (Connect's)
+/// chooses it: `toPositive(murmur2(key)) % partitions`. MM2 and refract then write a source
+/// partition's positions to the same partition, where the latest one wins.
+pub fn key_partition(key: &[u8], partitions: i32) -> i32 {
+    (murmur2(key) & 0x7fff_ffff) % partitions.max(1)
+}
+
+/// Kafka's `Utils.murmur2` (the Java client's default key hash).
+pub fn murmur2(data: &[u8]) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let rest = chunks.remainder();
+    if rest.len() >= 3 {
+        h ^= u32::from(rest[2]) << 16;
+    }
+    if rest.len() >= 2 {
+        h ^= u32::from(rest[1]) << 8;
+    }
+    if !rest.is_empty() {
+        h ^= u32::from(rest[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
 /// The positions MM2 last flushed for one flow's source partitions: the latest record of each
 /// key in the Connect offsets topic, read in order.
 #[derive(Debug, Clone)]
@@ -231,6 +286,41 @@ pub fn duplicates_after(last: i64, sync: Option<&OffsetSync>, low: i64, high: i6
 
 #[cfg(test)]
 mod tests {
+    /// Values from Kafka's `Utils.murmur2` and `toPositive(h) % 25` (kafka-clients 4.3.1).
+    #[test]
+    fn murmur2_and_the_key_partition_match_the_java_client() {
+        for (text, hash, partition) in [
+            ("21", -973_932_308, 15),
+            ("foobar", -790_332_482, 16),
+            ("a-little-bit-long-string", -985_981_536, 12),
+            ("abc", 479_470_107, 7),
+        ] {
+            assert_eq!(super::murmur2(text.as_bytes()), hash, "{text}");
+            assert_eq!(
+                super::key_partition(text.as_bytes(), 25),
+                partition,
+                "{text}"
+            );
+        }
+        let key = super::position_key("a", "orders", 0);
+        assert_eq!(
+            key,
+            br#"["MirrorSourceConnector",{"cluster":"a","partition":0,"topic":"orders"}]"#
+        );
+        assert_eq!(super::murmur2(&key), 369_396_270);
+        assert_eq!(super::key_partition(&key, 25), 20);
+    }
+
+    #[test]
+    fn positions_written_read_back() {
+        let key = super::position_key("a", "t", 3);
+        let value = super::position_value(41);
+        let mut positions = super::Mm2Positions::new("a");
+        positions.apply(Some(&key), Some(&value));
+        assert_eq!(positions.last_replicated("t", 3), Some(41));
+        assert_eq!(positions.resume_offset("t", 3), Some(42));
+    }
+
     use super::*;
 
     fn key(connector: &str, cluster: &str, topic: &str, partition: i64) -> Vec<u8> {

@@ -59,8 +59,8 @@ pub struct Checkpoint {
     pub metadata: String,
 }
 
-/// Proof of life of a replication flow: emitted on the source cluster and replicated like any
-/// other topic, so its arrival on a cluster shows which clusters feed it and by how many hops.
+/// Proof of life of a replication flow: written to the `heartbeats` topic of the flow's target
+/// cluster and replicated onward like any other topic, so its arrival on a cluster shows which clusters feed it and by how many hops.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Heartbeat {
     /// Alias of the cluster the heartbeat was emitted for (the flow's source).

@@ -1,0 +1,354 @@
+//! Exactly-once delivery (`delivery = "exactly-once"`): the flow's target producer is
+//! transactional, with one stable `transactional.id` per flow. Each transaction holds a run of
+//! mirrored records (fan-out, routed outputs and dead letters included), the heartbeats and, with
+//! `offset_syncs_location = "target"`, the offset syncs written meanwhile, **and** the source
+//! positions those records reach, written to the flow's Connect offsets topic on the target in
+//! MirrorMaker 2's own format (`mm2_offsets_topic`), so a switch between MM2 and refract works
+//! both ways. A flow (re)starts from the positions in that topic, read `read_committed`.
+//!
+//! A transaction that fails (a record the target refused, a coordinator change, a timeout) is
+//! aborted and the flow restarts from the last committed positions: its records are sent again,
+//! and a `read_committed` consumer sees each once. A producer fenced by a newer one with the
+//! same id (a second process, or this one after a stall) stops the flow with [`Fenced`].
+//! Offset syncs on the source cluster are written only once the transaction they describe has
+//! committed; the source consumer group is committed after it too, for lag tools only.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+use tracing::{debug, info, warn};
+
+use refract_config::{DeliveryMode, Flow};
+
+use crate::clients::{ensure_topic, list_topics, REQUEST_TIMEOUT};
+use crate::mm2::connect_offsets::{key_partition, position_key, position_value};
+use crate::takeover::read_positions;
+
+use super::delivery::{flush_producer, poll_producer, Clients, Progress, Sent};
+use super::discovery::Slots;
+use super::internals::Internals;
+use super::{lock, FlowRunner};
+
+/// Partitions of the offsets topic refract creates when it is missing (Kafka Connect's
+/// `offset.storage.partitions` default).
+const POSITIONS_PARTITIONS: i32 = 25;
+
+/// The `transactional.id` of a flow's target producer: the same in every process that runs the
+/// flow, so the newest fences the others.
+pub fn transactional_id(flow: &Flow) -> String {
+    format!("refract-{}-{}", flow.source, flow.target)
+}
+
+/// The flow's target producer was fenced: another producer with its transactional id started
+/// since (a second refract process on the same flow, or this flow restarted elsewhere while
+/// this process stalled). The flow stops instead of fighting over the id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("flow {flow} stopped: its producer (transactional.id {id}) was fenced by a newer one on cluster {cluster}; another refract process runs this flow now. Stop one of them; restart this one to take the flow back")]
+pub struct Fenced {
+    /// The flow, `source->target`.
+    pub flow: String,
+    /// The transactional id.
+    pub id: String,
+    /// The target cluster.
+    pub cluster: String,
+}
+
+/// The open transaction and where the committed ones left the positions.
+pub(super) struct Transactions {
+    /// When the open transaction began.
+    began: Instant,
+    /// When it is due to commit.
+    pub(super) due: Instant,
+    /// Partitions of the offsets topic.
+    partitions: i32,
+    /// Per slot, the source position (next offset) last written in a transaction.
+    written: HashMap<usize, i64>,
+}
+
+/// Whether a transactional error means the producer was fenced or is otherwise unusable.
+fn fatal(e: &KafkaError) -> Option<RDKafkaErrorCode> {
+    match e {
+        KafkaError::Transaction(t) if t.is_fatal() => Some(t.code()),
+        _ => match e.rdkafka_error_code() {
+            Some(
+                code @ (RDKafkaErrorCode::ProducerFenced
+                | RDKafkaErrorCode::InvalidProducerEpoch
+                | RDKafkaErrorCode::Fenced),
+            ) => Some(code),
+            _ => None,
+        },
+    }
+}
+
+impl FlowRunner {
+    /// Whether the flow runs exactly-once.
+    pub(super) fn exactly_once(&self) -> bool {
+        self.flow.delivery.mode == DeliveryMode::ExactlyOnce
+    }
+
+    /// The error for a fenced producer.
+    pub(super) fn fenced(&self) -> Fenced {
+        Fenced {
+            flow: self.flow.name(),
+            id: transactional_id(&self.flow),
+            cluster: self.target.alias.clone(),
+        }
+    }
+
+    /// Readies the transactional producer: `init_transactions` fences any earlier producer
+    /// with the flow's id and aborts its open transaction (so what it wrote is never seen by
+    /// `read_committed` readers and the positions read next are final); creates the offsets
+    /// topic when missing; begins the first transaction.
+    pub(super) fn start_transactions(&self, clients: &Clients) -> Result<Transactions> {
+        let name = self.flow.name();
+        if let Err(e) = clients.producer.init_transactions(REQUEST_TIMEOUT * 2) {
+            if fatal(&e).is_some() {
+                return Err(self.fenced().into());
+            }
+            return Err(e).with_context(|| {
+                format!(
+                    "flow {name}: starting transactions on cluster {} (transactional.id {}); exactly-once needs a cluster with transactions and Write on that transactional id",
+                    self.target.alias,
+                    transactional_id(&self.flow)
+                )
+            });
+        }
+        let topic = &self.flow.mm2_offsets_topic;
+        let compact = [("cleanup.policy".to_string(), "compact".to_string())];
+        if ensure_topic(
+            &clients.target_meta,
+            &clients.admin,
+            topic,
+            POSITIONS_PARTITIONS,
+            self.flow.internal_replication_factor,
+            &compact,
+        )
+        .with_context(|| format!("flow {name}: creating {topic} on {}", self.target.alias))?
+        {
+            info!(flow = %name, "created {topic} on {} for the flow's source positions", self.target.alias);
+        }
+        let partitions = list_topics(&clients.target_meta)
+            .with_context(|| format!("flow {name}: listing topics on {}", self.target.alias))?
+            .into_iter()
+            .find_map(|(t, n)| (t == *topic).then_some(n))
+            .with_context(|| {
+                format!(
+                    "flow {name}: {topic} on {} has no partitions",
+                    self.target.alias
+                )
+            })?;
+        clients
+            .producer
+            .begin_transaction()
+            .with_context(|| format!("flow {name}: beginning a transaction"))?;
+        info!(flow = %name, "exactly-once: transactional.id {}, positions in {topic} on {}, a transaction every {:?}", transactional_id(&self.flow), self.target.alias, self.flow.delivery.transaction_interval);
+        Ok(Transactions {
+            began: Instant::now(),
+            due: Instant::now() + self.flow.delivery.transaction_interval,
+            partitions,
+            written: HashMap::new(),
+        })
+    }
+
+    /// Where newly added partitions resume under exactly-once: the later of the position in the
+    /// offsets topic (committed transactions, or MirrorMaker 2) and the flow's source group
+    /// (committed only after a transaction, or by an at-least-once run before). Nothing past
+    /// it is visible to `read_committed` readers, so nothing is counted as a duplicate.
+    pub(super) fn resume_exactly_once(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        added: &[usize],
+    ) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        for &i in added {
+            tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
+        }
+        let committed = clients
+            .consumer
+            .committed_offsets(tpl, REQUEST_TIMEOUT)
+            .context("reading the flow's committed source positions")?;
+        let id = format!("{}-positions", transactional_id(&self.flow));
+        let positions = read_positions(&self.flow, &self.target, &id)?;
+        for elem in committed.elements() {
+            let Some(i) = slots.find(elem.topic(), elem.partition()) else {
+                continue;
+            };
+            let slot = &mut slots.slots[i];
+            let group = match elem.offset() {
+                Offset::Offset(n) => Some(n),
+                _ => None,
+            };
+            let txn = positions.resume_offset(&slot.topic, slot.partition);
+            let Some(next) = group.max(txn) else {
+                continue;
+            };
+            slot.position = Some(next);
+            slot.committed = Some(next);
+            debug!(flow = %self.flow.name(), "{}[{}] resumes at offset {next} (transactions: {txn:?}, group: {group:?})", slot.topic, slot.partition);
+        }
+        Ok(())
+    }
+
+    /// Ends the open transaction: waits for every record to be acknowledged, writes the source
+    /// positions they reach into it, commits, then writes held offset syncs, commits the source
+    /// group (for lag tools) and, unless `last`, begins the next transaction. An error leaves
+    /// the transaction to be aborted by the caller ([`FlowRunner::abort_transaction`]); a
+    /// [`Fenced`] error stops the flow.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_transaction(
+        &self,
+        clients: &Clients,
+        slots: &mut Slots,
+        progress: &Progress,
+        internals: &mut Internals,
+        txn: &mut Transactions,
+        timeout: Duration,
+        last: bool,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        self.emit_internals(clients, slots, progress, internals, true);
+        self.acknowledged_within(clients, progress, left())?;
+        let mut writes = Vec::new();
+        {
+            let progress = lock(progress);
+            for (i, slot) in slots.slots.iter().enumerate() {
+                let Some(next) = progress[i].committable() else {
+                    continue;
+                };
+                if txn.written.get(&i) == Some(&next) || slot.committed == Some(next) {
+                    continue;
+                }
+                writes.push((i, next));
+            }
+        }
+        let topic = self.flow.mm2_offsets_topic.as_str();
+        for &(i, next) in &writes {
+            let slot = &slots.slots[i];
+            let key = position_key(&self.source.alias, &slot.topic, slot.partition);
+            let value = position_value(next - 1);
+            let record = BaseRecord::with_opaque_to(topic, Sent::internal())
+                .partition(key_partition(&key, txn.partitions))
+                .key(&key)
+                .payload(&value);
+            if let Err((e, _)) = clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
+                if fatal(&e).is_some() {
+                    return Err(self.fenced().into());
+                }
+                anyhow::bail!(
+                    "writing the position of {}[{}] to {topic}: {e}",
+                    slot.topic,
+                    slot.partition
+                );
+            }
+        }
+        self.acknowledged_within(clients, progress, left())?;
+        if let Err(e) = clients
+            .producer
+            .commit_transaction(left().max(Duration::from_secs(1)))
+        {
+            if fatal(&e).is_some() {
+                return Err(self.fenced().into());
+            }
+            return Err(e).with_context(|| {
+                format!(
+                    "committing a transaction of flow {} on cluster {}",
+                    self.flow.name(),
+                    self.target.alias
+                )
+            });
+        }
+        if let Some(m) = &self.flow_metrics {
+            m.transaction(true);
+            m.transaction_duration.observe_duration(txn.began.elapsed());
+        }
+        for (i, next) in writes {
+            txn.written.insert(i, next);
+        }
+        for sync in std::mem::take(&mut internals.held_syncs) {
+            if self.send_sync(clients, &internals.sync_topic, &sync) {
+                lock(&self.status).offset_syncs += 1;
+            }
+        }
+        // For `kafka-consumer-groups` and lag: never ahead of what is committed on the target.
+        if let Err(e) = self.commit(clients, slots, progress, left().max(Duration::from_secs(1))) {
+            debug!(flow = %self.flow.name(), "committing the source group after a transaction: {e:#}");
+        }
+        if !last {
+            clients
+                .producer
+                .begin_transaction()
+                .with_context(|| format!("flow {}: beginning a transaction", self.flow.name()))?;
+            txn.began = Instant::now();
+        }
+        txn.due = Instant::now() + self.flow.delivery.transaction_interval;
+        Ok(())
+    }
+
+    /// Waits until the target acknowledged everything sent in the transaction; a record it
+    /// refused (or one not acknowledged in time) fails the transaction.
+    fn acknowledged_within(
+        &self,
+        clients: &Clients,
+        progress: &Progress,
+        timeout: Duration,
+    ) -> Result<()> {
+        let flushed = flush_producer(clients, timeout);
+        poll_producer(clients, Duration::ZERO);
+        self.transaction_failure(clients, progress)?;
+        if flushed.is_err() || clients.producer.in_flight_count() > 0 {
+            anyhow::bail!(
+                "{} records of the transaction were not acknowledged by cluster {} within {timeout:?}",
+                clients.producer.in_flight_count(),
+                self.target.alias
+            );
+        }
+        Ok(())
+    }
+
+    /// A record of the open transaction the target refused, or a fenced producer: the
+    /// transaction cannot commit.
+    pub(super) fn transaction_failure(&self, clients: &Clients, progress: &Progress) -> Result<()> {
+        if let Some((code, _)) = clients.producer.context().fatal() {
+            if matches!(
+                code,
+                RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch
+                    | RDKafkaErrorCode::Fenced
+            ) {
+                return Err(self.fenced().into());
+            }
+        }
+        let progress = lock(progress);
+        if let Some(f) = progress.iter().find_map(|p| p.failure()) {
+            anyhow::bail!("a record of the transaction failed: {}", f.error);
+        }
+        Ok(())
+    }
+
+    /// Aborts the open transaction after `why` (best effort: a producer that cannot abort is
+    /// replaced on restart, whose `init_transactions` aborts it), counting it.
+    pub(super) fn abort_transaction(&self, clients: &Clients, why: &anyhow::Error) {
+        if why.downcast_ref::<Fenced>().is_some() {
+            return;
+        }
+        if let Some(m) = &self.flow_metrics {
+            m.transaction(false);
+        }
+        match clients.producer.abort_transaction(REQUEST_TIMEOUT) {
+            Ok(()) => {
+                warn!(flow = %self.flow.name(), "transaction aborted ({why:#}); its records are sent again from the last committed positions")
+            }
+            Err(e) => {
+                warn!(flow = %self.flow.name(), "transaction not aborted ({e}) after: {why:#}; the restart aborts it")
+            }
+        }
+    }
+}
