@@ -61,6 +61,9 @@ pub(super) struct Slots {
     pub(super) by_topic: HashMap<String, Vec<Option<usize>>>,
     /// Failures of the source reads that name no partition.
     pub(super) source: FlowHealth,
+    /// Partitions added whose resume (or assignment) failed: tried again at the next
+    /// discovery, so a failed read of their positions cannot leave them unread.
+    pub(super) unresumed: Vec<usize>,
 }
 
 impl Slots {
@@ -133,7 +136,7 @@ impl FlowRunner {
             .with_context(|| format!("listing topics on target cluster {}", self.target.alias))?
             .into_iter()
             .collect();
-        let mut added = Vec::new();
+        let mut added = std::mem::take(&mut slots.unresumed);
         for route in &plan.routes {
             let usable = match target_topics.get(&route.remote_topic) {
                 None => match create_topic(
@@ -237,8 +240,13 @@ impl FlowRunner {
             .map(|r| (r.source_topic.clone(), r.remote_topic.clone()))
             .collect();
         if !added.is_empty() {
-            self.resume(clients, slots, &added, policy)?;
-            self.assign(clients, slots)?;
+            let resumed = self
+                .resume(clients, slots, &added, policy)
+                .and_then(|()| self.assign(clients, slots));
+            if let Err(e) = resumed {
+                slots.unresumed = added;
+                return Err(e);
+            }
         }
         Ok(plan)
     }
