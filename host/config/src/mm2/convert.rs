@@ -7,8 +7,9 @@ use std::path::Path;
 use super::security::Provider;
 use super::settings::{
     client_key, is_cluster_client_key, is_default_class, is_flow_setting, is_shared_client_key,
-    not_needed, ClientKey, Kind, Setting, ALWAYS_ON, MM2_PACKAGE, OFFSET_STORAGE_TOPIC, POLICIES,
-    POLICY_CLASS, POLICY_INTERNAL_SEPARATOR, POLICY_SEPARATOR, SETTINGS,
+    not_needed, ClientKey, Kind, Setting, ALWAYS_ON, EXACTLY_ONCE_SUPPORT, MM2_PACKAGE,
+    OFFSET_STORAGE_TOPIC, POLICIES, POLICY_CLASS, POLICY_INTERNAL_SEPARATOR, POLICY_SEPARATOR,
+    SETTINGS,
 };
 use crate::error::ConfigError;
 use crate::properties::Prop;
@@ -177,6 +178,14 @@ impl<'a> Converter<'a> {
                 Some((*i, p.clone()))
             })
             .collect();
+        // ... and `exactly.once.source.support` the same way (KIP-618).
+        let exactly_once: BTreeMap<usize, Prop> = cluster_keys
+            .iter()
+            .filter_map(|(i, keys)| {
+                let (_, p) = keys.iter().find(|(rest, _)| rest == EXACTLY_ONCE_SUPPORT)?;
+                Some((*i, p.clone()))
+            })
+            .collect();
         let mut clusters = Vec::new();
         for (i, alias) in aliases.iter().enumerate() {
             let own = cluster_keys.remove(&i).unwrap_or_default();
@@ -209,6 +218,18 @@ impl<'a> Converter<'a> {
                             let topic = toml_string(p.value.trim());
                             flow.entries
                                 .push(("mm2_offsets_topic", topic, Origin::from(p)));
+                        }
+                        let support = top
+                            .get(EXACTLY_ONCE_SUPPORT)
+                            .or_else(|| exactly_once.get(&t));
+                        if let Some(p) = support {
+                            if self.exactly_once(p)? {
+                                flow.entries.push((
+                                    "delivery",
+                                    toml_string("exactly-once"),
+                                    Origin::from(p),
+                                ));
+                            }
                         }
                         flows.push(flow);
                     }
@@ -411,7 +432,8 @@ impl<'a> Converter<'a> {
     pub(super) fn other_key(&mut self, prop: &Prop, name: &str) {
         // read by the flows that target the cluster (`mm2_offsets_topic`); MM2 reads no
         // per-flow `A->B.offset.storage.topic`
-        let offsets_topic = name == OFFSET_STORAGE_TOPIC && !prop.key.contains("->");
+        let offsets_topic = (name == OFFSET_STORAGE_TOPIC || name == EXACTLY_ONCE_SUPPORT)
+            && !prop.key.contains("->");
         if is_default_class(name, &prop.value) || offsets_topic {
             return;
         }
@@ -427,6 +449,28 @@ impl<'a> Converter<'a> {
             None => {
                 self.unsupported.insert(prop.key.clone());
             }
+        }
+    }
+
+    /// `exactly.once.source.support`: `enabled` is exactly-once delivery; `disabled` and
+    /// `preparing` (MM2's step before enabling on a running cluster) are at-least-once.
+    fn exactly_once(&mut self, prop: &Prop) -> Result<bool, ConfigError> {
+        match prop.value.trim().to_ascii_lowercase().as_str() {
+            "enabled" => Ok(true),
+            "disabled" => Ok(false),
+            "preparing" => {
+                let note = format!(
+                    "{} = preparing (line {}): refract needs no preparing step; the flows stay at-least-once until it says `enabled`",
+                    prop.key, prop.line
+                );
+                self.note(Some(prop.line), note);
+                Ok(false)
+            }
+            other => Err(self.error(
+                Some(prop.line),
+                &prop.key,
+                format!("`{other}` is not one of enabled, preparing, disabled"),
+            )),
         }
     }
 

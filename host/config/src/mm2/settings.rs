@@ -77,6 +77,11 @@ pub(super) const fn row(toml: &'static str, mm2: &'static [&'static str], kind: 
 /// (top level, or `<target alias>.offset.storage.topic`); refract reads it to take over.
 pub(super) const OFFSET_STORAGE_TOPIC: &str = "offset.storage.topic";
 
+/// The Kafka Connect worker setting (KIP-618) that turns on exactly-once source delivery
+/// (top level, or `<target alias>.exactly.once.source.support`); `enabled` maps to
+/// `delivery = "exactly-once"`.
+pub(super) const EXACTLY_ONCE_SUPPORT: &str = "exactly.once.source.support";
+
 pub(super) const POLICY_CLASS: &str = "replication.policy.class";
 pub(super) const POLICY_SEPARATOR: &str = "replication.policy.separator";
 pub(super) const POLICY_INTERNAL_SEPARATOR: &str =
@@ -129,7 +134,7 @@ pub(super) fn not_needed(key: &str) -> Option<&'static str> {
     } else if starts(&["key.converter", "value.converter", "header.converter"]) {
         Some("refract copies keys, values and headers as bytes, like MM2's ByteArrayConverter")
     } else if starts(&["offset.storage.", "config.storage.", "status.storage."]) {
-        Some("refract keeps no Kafka Connect state topics; progress is committed to the source group refract-<source>-<target> (MM2's positions in its offsets topic are only read, to take over from it)")
+        Some("refract keeps no Kafka Connect state topics of its own: at-least-once progress is committed to the source group refract-<source>-<target>; the offsets topic is read to take over from MM2 and written by exactly-once flows, created when missing with internal_replication_factor")
     } else {
         None
     }
