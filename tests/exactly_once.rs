@@ -95,6 +95,15 @@ fn ten_sigkills_and_read_committed_sees_each_record_once() {
     println!(
         "10 SIGKILLs, exactly-once: {produced} records, each once for read_committed; {aborted} records of aborted transactions seen only by read_uncommitted"
     );
+    // `refract verify` reads the target read_committed: every partition matches its source.
+    let verified = support::refract(&["verify", "--config", &path_str(&refract.pipeline)]);
+    let report = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{report}");
+    assert_eq!(
+        report.lines().filter(|l| l.starts_with("OK ")).count(),
+        3,
+        "{report}"
+    );
     assert!(
         !refract.log().contains("fenced"),
         "a restart is never fenced by the process it replaces:\n{}",

@@ -14,6 +14,9 @@
 //!   clusters), nor the timestamp type; a null key, value or header value hashes differently
 //!   from an empty one; the [`PROVENANCE_HEADER`] refract adds is ignored on both sides.
 //!
+//! Both sides are read `read_committed`: an exactly-once target's aborted records (and a
+//! transactional source's) are not compared, as its consumers never see them.
+//!
 //! Two partitions match when both the count read and the checksum are equal. Heartbeats topics
 //! are written continuously by every mirror, so they are left out unless a topic filter is given
 //! and names them. Flows with processors are compared as they are: records a processor drops or
@@ -372,6 +375,9 @@ fn consumer(cluster: &Cluster, flow: &str) -> Result<Authenticated<BaseConsumer>
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
             ("enable.partition.eof", "true"),
+            // What consumers of an exactly-once target see: committed records only (records
+            // of aborted transactions are never compared), whatever the cluster's settings say.
+            ("isolation.level", "read_committed"),
             // Records deleted under the reader (retention) must fail verification, not be
             // silently skipped.
             ("auto.offset.reset", "error"),

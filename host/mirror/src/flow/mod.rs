@@ -216,10 +216,12 @@ impl FlowRunner {
             None
         };
         let result = self.mirror(&name, &mut clients, &progress, &mut txn);
-        if let (Err(e), Some(_)) = (&result, &txn) {
-            self.abort_transaction(&clients, e);
+        match (result, &txn) {
+            (Err(e), Some(_)) if self.abort_transaction(&clients, &e) => {
+                Err(anyhow::Error::new(self.fenced()).context(format!("{e:#}")))
+            }
+            (result, _) => result,
         }
-        result
     }
 
     /// The run loop: discover, forward, commit, until stopped; then drain.

@@ -254,7 +254,7 @@ impl FlowRunner {
             .producer
             .commit_transaction(left().max(Duration::from_secs(1)))
         {
-            if fatal(&e).is_some() {
+            if fatal(&e).is_some() || self.producer_fenced(clients) {
                 return Err(self.fenced().into());
             }
             return Err(e).with_context(|| {
@@ -316,15 +316,8 @@ impl FlowRunner {
     /// A record of the open transaction the target refused, or a fenced producer: the
     /// transaction cannot commit.
     pub(super) fn transaction_failure(&self, clients: &Clients, progress: &Progress) -> Result<()> {
-        if let Some((code, _)) = clients.producer.context().fatal() {
-            if matches!(
-                code,
-                RDKafkaErrorCode::ProducerFenced
-                    | RDKafkaErrorCode::InvalidProducerEpoch
-                    | RDKafkaErrorCode::Fenced
-            ) {
-                return Err(self.fenced().into());
-            }
+        if self.producer_fenced(clients) {
+            return Err(self.fenced().into());
         }
         let progress = lock(progress);
         if let Some(f) = progress.iter().find_map(|p| p.failure()) {
@@ -334,21 +327,38 @@ impl FlowRunner {
     }
 
     /// Aborts the open transaction after `why` (best effort: a producer that cannot abort is
-    /// replaced on restart, whose `init_transactions` aborts it), counting it.
-    pub(super) fn abort_transaction(&self, clients: &Clients, why: &anyhow::Error) {
+    /// replaced on restart, whose `init_transactions` aborts it), counting it. Returns whether
+    /// the producer turned out to be fenced (then the flow must stop, not restart: a restart
+    /// would fence the process that now runs the flow).
+    pub(super) fn abort_transaction(&self, clients: &Clients, why: &anyhow::Error) -> bool {
         if why.downcast_ref::<Fenced>().is_some() {
-            return;
+            return true;
         }
         if let Some(m) = &self.flow_metrics {
             m.transaction(false);
         }
         match clients.producer.abort_transaction(REQUEST_TIMEOUT) {
             Ok(()) => {
-                warn!(flow = %self.flow.name(), "transaction aborted ({why:#}); its records are sent again from the last committed positions")
+                warn!(flow = %self.flow.name(), "transaction aborted ({why:#}); its records are sent again from the last committed positions");
+                false
             }
+            Err(e) if fatal(&e).is_some() || self.producer_fenced(clients) => true,
             Err(e) => {
-                warn!(flow = %self.flow.name(), "transaction not aborted ({e}) after: {why:#}; the restart aborts it")
+                warn!(flow = %self.flow.name(), "transaction not aborted ({e}) after: {why:#}; the restart aborts it");
+                false
             }
         }
+    }
+
+    /// Whether librdkafka reports the producer fenced (its fatal error).
+    fn producer_fenced(&self, clients: &Clients) -> bool {
+        clients.producer.context().fatal().is_some_and(|(code, _)| {
+            matches!(
+                code,
+                RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch
+                    | RDKafkaErrorCode::Fenced
+            )
+        })
     }
 }
