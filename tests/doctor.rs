@@ -678,3 +678,36 @@ fn a_missing_write_acl_degrades_the_flow_and_check_names_it() {
         "{write}"
     );
 }
+
+/// `check --connect` refuses an exactly-once flow towards a cluster whose transaction
+/// coordinator cannot start (its transaction log wants more replicas than it has brokers),
+/// naming the cluster, and passes one towards a cluster that can run transactions.
+#[test]
+fn exactly_once_needs_a_cluster_with_transactions() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let c = Broker::start_with("c", &[("transaction.state.log.replication.factor", "3")]);
+    let topic = unique("eos-check");
+    a.create_topic(&topic, 1);
+    let text = format!(
+        "{}{}{}{}{}",
+        cluster("a", &a.bootstrap, &[]),
+        cluster("b", &b.bootstrap, &[]),
+        cluster("c", &c.bootstrap, &[]),
+        flow("a", "b", &topic, "delivery = \"exactly-once\"\n"),
+        flow("a", "c", &topic, "delivery = \"exactly-once\"\n"),
+    );
+    let (code, out) = check_connect(&text);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("cluster c cannot run transactions: transaction.state.log.replication.factor = 3 but the cluster has 1 broker(s)"),
+        "{out}"
+    );
+    assert!(out.contains("flow a->c: cannot run"), "{out}");
+    assert!(out.contains("flow a->b: can run"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("transactions available") && l.contains("flow a->b")),
+        "{out}"
+    );
+}

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
@@ -25,7 +25,7 @@ use rdkafka_sys as ffi;
 use tracing::debug;
 
 use refract_config::{
-    ClientRole, Cluster, Flow, OffsetSyncsLocation, OnError, Pipeline, TopicFilter,
+    ClientRole, Cluster, DeliveryMode, Flow, OffsetSyncsLocation, OnError, Pipeline, TopicFilter,
 };
 use refract_plugin::ReplicationPolicy;
 
@@ -1405,7 +1405,68 @@ fn flow_needs(
             "ACL sync (CreateAcls)",
         ));
     }
+    if flow.delivery.mode == DeliveryMode::ExactlyOnce {
+        on_target.push(need(
+            Resource::Topic(flow.mm2_offsets_topic.clone()),
+            &[
+                RD_KAFKA_ACL_OPERATION_CREATE,
+                RD_KAFKA_ACL_OPERATION_READ,
+                RD_KAFKA_ACL_OPERATION_WRITE,
+            ],
+            true,
+            true,
+            "source positions (exactly-once)",
+        ));
+    }
     Ok((on_source, on_target))
+}
+
+/// Whether `session`'s cluster can run transactions, for the exactly-once flows into it: it
+/// can when `__transaction_state` exists (transactions ran before), or when its brokers are at
+/// least `transaction.state.log.replication.factor` (else the coordinator never starts).
+fn transactions(session: &Session, timeout: Duration) -> Result<String, String> {
+    let metadata = session
+        .admin
+        .inner()
+        .fetch_metadata(None, timeout)
+        .map_err(|e| format!("reading its metadata: {e}"))?;
+    if metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == "__transaction_state")
+    {
+        return Ok("transactions available (__transaction_state exists)".into());
+    }
+    let brokers = metadata.brokers().len();
+    let Some(broker) = metadata.brokers().first() else {
+        return Err("it lists no brokers".into());
+    };
+    let options = AdminOptions::new().request_timeout(Some(timeout));
+    let id = broker.id();
+    let results = futures_executor::block_on(
+        session
+            .admin
+            .describe_configs([&ResourceSpecifier::Broker(id)], &options),
+    )
+    .map_err(|e| format!("describing broker {id}'s configs: {e}"))?;
+    let factor = results
+        .into_iter()
+        .filter_map(Result::ok)
+        .flat_map(|r| r.entries)
+        .find(|e| e.name == "transaction.state.log.replication.factor")
+        .and_then(|e| e.value)
+        .and_then(|v| v.parse::<usize>().ok());
+    match factor {
+        Some(rf) if rf > brokers => Err(format!(
+            "transaction.state.log.replication.factor = {rf} but the cluster has {brokers} broker(s), so its transaction coordinator cannot start"
+        )),
+        Some(rf) => Ok(format!(
+            "transactions available (transaction.state.log.replication.factor = {rf}, {brokers} broker(s))"
+        )),
+        None => Ok(format!(
+            "transactions presumably available ({brokers} broker(s); transaction.state.log.replication.factor not readable)"
+        )),
+    }
 }
 
 /// The outcome of [`check_connect`]: the report and whether every flow can run.
@@ -1485,6 +1546,34 @@ pub fn check_connect(pipeline: &Pipeline, flows: &[PreparedFlow]) -> Result<Repo
             Some(false) => lines.push("  no authorizer (or a super user): all allowed".to_string()),
             Some(true) => {}
             None => lines.push("  could not tell whether the broker has an authorizer".to_string()),
+        }
+        for p in flows.iter().filter(|p| {
+            p.flow.target == *alias && p.flow.delivery.mode == DeliveryMode::ExactlyOnce
+        }) {
+            let name = p.flow.name();
+            match transactions(session, CONNECT_TIMEOUT) {
+                Ok(text) => lines.push(format!(
+                    "  {} {text} (flow {name}: exactly-once)",
+                    Mark::Yes.text()
+                )),
+                Err(why) => {
+                    *failed_flows.entry(name.clone()).or_default() += 1;
+                    lines.push(format!(
+                        "  {} cluster {alias} cannot run transactions: {why} (flow {name}: exactly-once; use delivery = \"at-least-once\" towards it)",
+                        Mark::No.text()
+                    ));
+                }
+            }
+            if !session.unrestricted() {
+                let id = crate::transactional_id(&p.flow);
+                lines.push(format!(
+                    "  {} Write, Describe transactional id {id} (flow {name}: exactly-once; Kafka cannot be asked whether it is granted; if not: kafka-acls --bootstrap-server {} --add --allow-principal {} --operation Write --operation Describe --transactional-id {})",
+                    Mark::Unknown.text(),
+                    shell(&session.bootstrap),
+                    shell(&session.principal.name),
+                    shell(&id)
+                ));
+            }
         }
         let list = needs.remove(*alias).unwrap_or_default();
         if session.unrestricted() {
