@@ -245,3 +245,104 @@ fn a_target_outage_of_30_s_keeps_each_record_once() {
     println!("target down 30 s, exactly-once: {produced} records, each once; transactions committed {committed:?}");
     assert!(committed.is_some_and(|n| n > 0.0), "{metrics}");
 }
+
+/// Errors injected into the target's transaction requests (librdkafka's mock cluster; a real
+/// broker cannot be told to fail one request): a refused AddPartitionsToTxn aborts the
+/// transaction before any of its records is written, and the flow starts over from the last
+/// committed position; retriable Produce and EndTxn errors are retried inside the transaction.
+/// Every source record arrives exactly once. (The mock cluster reports no aborted transactions
+/// to readers, so a Produce error that aborts a transaction after some of its records were
+/// written is checked on real Kafka above, by the kills and the outage.)
+#[test]
+fn injected_transaction_errors_are_aborted_or_retried_on_the_mock_cluster() {
+    use rdkafka::mocking::MockCluster;
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let source = MockCluster::new(1).expect("source mock cluster");
+    let target = MockCluster::new(1).expect("target mock cluster");
+    // The mock cluster has no CreateTopics: what refract would create, created ahead.
+    source.create_topic("orders", 1, 1).expect("topic");
+    target.create_topic("a.orders", 1, 1).expect("topic");
+    target
+        .create_topic("mm2-offsets.a.internal", 25, 1)
+        .expect("topic");
+    let producer: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", source.bootstrap_servers())
+        .create()
+        .expect("producer");
+    for i in 0..300 {
+        let (key, value) = (format!("k{i}"), format!("v{i}"));
+        producer
+            .send(
+                rdkafka::producer::BaseRecord::to("orders")
+                    .key(&key)
+                    .payload(&value),
+            )
+            .expect("queued");
+    }
+    rdkafka::producer::Producer::flush(&producer, Duration::from_secs(30)).expect("flushed");
+    target.request_errors(
+        RDKafkaApiKey::AddPartitionsToTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+    );
+    target.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS; 3],
+    );
+    target.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_COORDINATOR; 2],
+    );
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n[clusters.a]\nbootstrap = \"{}\"\n\n[clusters.b]\nbootstrap = \"{}\"\n\n\
+         [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"orders\"]\ndelivery = \"exactly-once\"\n\
+         transaction_interval = \"200ms\"\nemit_heartbeats = false\nemit_offset_syncs = false\n\
+         emit_checkpoints = false\nsync_topic_configs = false\nsync_topic_acls = false\n",
+        source.bootstrap_servers(),
+        target.bootstrap_servers()
+    );
+    let mut refract = Refract::start(&text, &[]);
+    let addr = refract.metrics_addr();
+    let count = |result: &str| {
+        series(
+            &http(&addr, "GET", "/metrics").1,
+            "refract_transactions_total",
+            &[("flow", "a->b"), ("result", result)],
+        )
+        .unwrap_or(0.0)
+    };
+    let read = || -> Vec<String> {
+        let consumer: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", target.bootstrap_servers())
+            .set("group.id", unique("reader"))
+            .set("enable.partition.eof", "true")
+            .create()
+            .expect("consumer");
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition_offset("a.orders", 0, rdkafka::Offset::Beginning)
+            .expect("tpl");
+        rdkafka::consumer::Consumer::assign(&consumer, &tpl).expect("assign");
+        let mut out = Vec::new();
+        loop {
+            match consumer.poll(Duration::from_secs(5)) {
+                Some(Ok(m)) => out.push(
+                    String::from_utf8_lossy(rdkafka::Message::payload(&m).unwrap_or_default())
+                        .into_owned(),
+                ),
+                Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) | None => return out,
+                Some(Err(e)) => panic!("reading a.orders: {e}"),
+            }
+        }
+    };
+    refract.wait(
+        "300 records mirrored and a transaction committed after the abort",
+        || count("aborted") >= 1.0 && count("committed") >= 1.0 && read().len() >= 300,
+    );
+    let want: Vec<String> = (0..300).map(|i| format!("v{i}")).collect();
+    assert_eq!(read(), want, "each record once, in order");
+    println!(
+        "mock cluster, injected errors: {} aborted, {} committed transactions",
+        count("aborted"),
+        count("committed")
+    );
+    assert_eq!(refract.stop(), Some(0));
+}
