@@ -122,9 +122,10 @@ fn main() -> Result<()> {
     );
     let _ = bytes;
 
-    let mut scenarios: Vec<(&str, Option<String>, f64)> = vec![
-        ("a baseline: librdkafka pipe", None, 1.0),
-        ("b refract, no processor", Some(String::new()), 1.0),
+    // (name, processors, share of the records that reach the target, extra flow settings)
+    let mut scenarios: Vec<(&str, Option<String>, f64, &str)> = vec![
+        ("a baseline: librdkafka pipe", None, 1.0, ""),
+        ("b refract, no processor", Some(String::new()), 1.0, ""),
         (
             "c refract + pass-through WASM filter",
             Some(
@@ -132,16 +133,37 @@ fn main() -> Result<()> {
                     .into(),
             ),
             1.0,
+            "",
         ),
         (
             "d refract + WASM filter dropping 50%",
             Some("{ plugin = \"builtin:filter\", config = { key = \"k[0-9]*[02468]\" } }".into()),
             0.5,
+            "",
         ),
         (
             "e refract + json-mask",
             Some("{ plugin = \"builtin:json-mask\", config = { fields = [\"email\"] } }".into()),
             1.0,
+            "",
+        ),
+        (
+            "g refract exactly-once, transaction_interval 100ms",
+            Some(String::new()),
+            1.0,
+            EXACTLY_ONCE_100MS,
+        ),
+        (
+            "h refract exactly-once, transaction_interval 1s",
+            Some(String::new()),
+            1.0,
+            EXACTLY_ONCE_1S,
+        ),
+        (
+            "i refract exactly-once, transaction_interval 5s",
+            Some(String::new()),
+            1.0,
+            "delivery = \"exactly-once\"\ntransaction_interval = \"5s\"\n",
         ),
     ];
     if let Some(py) = args.python_filter.as_ref().filter(|p| p.exists()) {
@@ -153,10 +175,11 @@ fn main() -> Result<()> {
                 abs.display()
             )),
             1.0,
+            "",
         ));
     }
     let mut results = Vec::new();
-    for (index, (name, processors, share)) in scenarios.into_iter().enumerate() {
+    for (index, (name, processors, share, extra)) in scenarios.into_iter().enumerate() {
         let short = name
             .split(':')
             .next()
@@ -179,6 +202,7 @@ fn main() -> Result<()> {
                 &args,
                 &source.bootstrap_servers(),
                 processors.as_deref(),
+                extra,
                 expected,
                 &alias,
             )
@@ -203,11 +227,12 @@ fn main() -> Result<()> {
                 .as_ref()
                 .is_none_or(|o| o.iter().any(|x| x == "latency")) =>
         {
-            Some(measure_latency(
-                &args,
-                &source.bootstrap_servers(),
-                args.latency_rate.unwrap_or(rate / 2.0),
-            )?)
+            let rate = args.latency_rate.unwrap_or(rate / 2.0);
+            let bootstrap = source.bootstrap_servers();
+            Some((
+                measure_latency(&args, &bootstrap, rate, "")?,
+                measure_latency(&args, &bootstrap, rate, EXACTLY_ONCE_1S)?,
+            ))
         }
         _ => None,
     };
@@ -241,16 +266,24 @@ fn main() -> Result<()> {
             r.peak_rss_kib as f64 / 1024.0
         );
     }
-    if let Some(l) = latency {
+    if let Some((l, eos)) = latency {
         println!();
         println!(
             "latency at {:.0} rec/s (half of (b)), {} records of {LATENCY_VALUE_BYTES} B: end to end through refract p50 {} ms, p99 {} ms; broker only (source produce to source fetch) p50 {} ms, p99 {} ms; added by refract (per record, source fetch to target fetch) p50 {} ms, p99 {} ms",
             l.rate, l.records, l.mirror.0, l.mirror.1, l.broker.0, l.broker.1,
             l.added.0, l.added.1
         );
+        println!(
+            "latency with delivery = \"exactly-once\", transaction_interval 1s, same rate: end to end p50 {} ms, p99 {} ms; added by refract p50 {} ms, p99 {} ms (records are written as they arrive and committed every second; the mock cluster shows them before the commit, so this is the write latency, and a read_committed reader waits for the commit: up to 1 s more)",
+            eos.mirror.0, eos.mirror.1, eos.added.0, eos.added.1
+        );
     }
     Ok(())
 }
+
+/// Flow settings of the exactly-once scenarios.
+const EXACTLY_ONCE_100MS: &str = "delivery = \"exactly-once\"\ntransaction_interval = \"100ms\"\n";
+const EXACTLY_ONCE_1S: &str = "delivery = \"exactly-once\"\ntransaction_interval = \"1s\"\n";
 
 struct Latency {
     rate: f64,
@@ -277,13 +310,13 @@ fn now_ms() -> i64 {
 /// `fetch.wait.max.ms` and is not woken by new records (a real broker answers as soon as data
 /// arrives), so a caught-up consumer with the 500 ms default sees up to 500 ms of artificial delay.
 /// Both readers and refract's source consumer therefore use 5 ms here.
-fn measure_latency(args: &Args, source: &str, rate: f64) -> Result<Latency> {
+fn measure_latency(args: &Args, source: &str, rate: f64, extra: &str) -> Result<Latency> {
     let target = MockCluster::new(1)?;
     target.create_topic(LATENCY_REMOTE, LATENCY_PARTITIONS, 1)?;
     create_target_internals(&target)?;
     let dir = tempfile::tempdir()?;
     let pipeline = format!(
-        "[clusters.source]\nbootstrap = \"{source}\"\nconsumer = {{ \"fetch.wait.max.ms\" = \"5\" }}\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n{ADMIN_ONLY_OFF}",
+        "[clusters.source]\nbootstrap = \"{source}\"\nconsumer = {{ \"fetch.wait.max.ms\" = \"5\" }}\n[clusters.lat]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"lat\"\ntopics = [\"{LATENCY_TOPIC}\"]\n{ADMIN_ONLY_OFF}{extra}",
         target.bootstrap_servers()
     );
     let path = dir.path().join("latency.toml");
@@ -461,6 +494,7 @@ fn run_scenario(
     args: &Args,
     source: &str,
     processors: Option<&str>,
+    extra: &str,
     expected: i64,
     alias: &str,
 ) -> Result<Outcome> {
@@ -480,7 +514,7 @@ fn run_scenario(
             .spawn()?,
         Some(procs) => {
             let pipeline = format!(
-                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.{alias}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}{}\n",
+                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.{alias}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}{extra}{}\n",
                 target.bootstrap_servers(),
                 args.flow_extra
             );
@@ -566,6 +600,8 @@ fn create_target_internals(
     ] {
         target.create_topic(topic, 1, 1)?;
     }
+    // Where exactly-once flows keep their source positions (Connect's 25 partitions).
+    target.create_topic("mm2-offsets.source.internal", 25, 1)?;
     Ok(())
 }
 
