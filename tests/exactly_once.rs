@@ -339,6 +339,15 @@ fn injected_transaction_errors_are_aborted_or_retried_on_the_mock_cluster() {
     );
     let want: Vec<String> = (0..300).map(|i| format!("v{i}")).collect();
     assert_eq!(read(), want, "each record once, in order");
+    // /status counts the same transactions as the series (one event path).
+    let status: serde_json::Value =
+        serde_json::from_str(&http(&addr, "GET", "/status").1).expect("status json");
+    let flow = &status["flows"][0];
+    for result in ["committed", "aborted"] {
+        let field = flow[format!("transactions_{result}")].as_u64().unwrap_or(0);
+        assert!(field >= 1, "{flow}");
+        assert!(field as f64 <= count(result), "{flow}");
+    }
     println!(
         "mock cluster, injected errors: {} aborted, {} committed transactions",
         count("aborted"),

@@ -62,6 +62,8 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "records_skipped": s.records_skipped,
                 "records_dead_lettered": s.records_dead_lettered,
                 "records_looped": s.records_looped,
+                "transactions_committed": s.transactions_committed,
+                "transactions_aborted": s.transactions_aborted,
                 "duplicates_on_start": s.duplicates,
                 "restarts": s.restarts,
                 "plugin_swaps": s.plugin_swaps,

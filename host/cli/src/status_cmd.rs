@@ -165,6 +165,11 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
             flow["heartbeats"],
             flow["group_offsets_synced"]
         );
+        let committed = flow["transactions_committed"].as_u64().unwrap_or(0);
+        let aborted = flow["transactions_aborted"].as_u64().unwrap_or(0);
+        if committed + aborted > 0 {
+            println!("  exactly-once: transactions committed {committed}  aborted {aborted}");
+        }
         if let Some(topics) = flow["topics"].as_object() {
             for (source, remote) in topics {
                 println!("  {source} -> {}", remote.as_str().unwrap_or("?"));

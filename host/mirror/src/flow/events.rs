@@ -38,4 +38,22 @@ impl FlowRunner {
         }
         self.count(RecordEvent::DeadLettered, dead.len() as u64);
     }
+
+    /// A transaction of an exactly-once flow ended: committed after `took`, or aborted.
+    pub(super) fn transaction_ended(&self, committed: bool, took: std::time::Duration) {
+        {
+            let mut status = lock(&self.status);
+            if committed {
+                status.transactions_committed += 1;
+            } else {
+                status.transactions_aborted += 1;
+            }
+        }
+        if let Some(m) = &self.flow_metrics {
+            m.transaction(committed);
+            if committed {
+                m.transaction_duration.observe_duration(took);
+            }
+        }
+    }
 }

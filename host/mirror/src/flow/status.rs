@@ -51,6 +51,10 @@ pub struct FlowStatus {
     pub group_offsets_synced: u64,
     /// Times new plugins were swapped in while running.
     pub plugin_swaps: u64,
+    /// Exactly-once: transactions committed (`refract_transactions_total{result="committed"}`).
+    pub transactions_committed: u64,
+    /// Exactly-once: transactions aborted (`refract_transactions_total{result="aborted"}`).
+    pub transactions_aborted: u64,
     /// starting (before the first run), running, degraded (running, with partitions that cannot
     /// make progress), restarting,
     /// halted or stopped.

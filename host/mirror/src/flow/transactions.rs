@@ -265,10 +265,7 @@ impl FlowRunner {
                 )
             });
         }
-        if let Some(m) = &self.flow_metrics {
-            m.transaction(true);
-            m.transaction_duration.observe_duration(txn.began.elapsed());
-        }
+        self.transaction_ended(true, txn.began.elapsed());
         for (i, next) in writes {
             txn.written.insert(i, next);
         }
@@ -334,9 +331,7 @@ impl FlowRunner {
         if why.downcast_ref::<Fenced>().is_some() {
             return true;
         }
-        if let Some(m) = &self.flow_metrics {
-            m.transaction(false);
-        }
+        self.transaction_ended(false, Duration::ZERO);
         match clients.producer.abort_transaction(REQUEST_TIMEOUT) {
             Ok(()) => {
                 warn!(flow = %self.flow.name(), "transaction aborted ({why:#}); its records are sent again from the last committed positions");
