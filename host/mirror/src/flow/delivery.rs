@@ -25,7 +25,7 @@ use crate::clients::{client_config, Authenticated, Detached};
 use crate::progress::PartitionProgress;
 use refract_telemetry::{Gauge, SourcePartitionMetrics, StatBatch};
 
-use super::discovery::Slots;
+use super::slots::Slots;
 use super::{lock, progress_group, FlowRunner, NO_SLOT};
 use crate::clock::now_ms;
 

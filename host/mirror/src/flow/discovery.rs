@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use anyhow::{Context, Result};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::Consumer;
 
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use refract_plugin::ReplicationPolicy;
 
-use crate::degraded::{FlowHealth, PartitionHealth};
+use crate::degraded::PartitionHealth;
 
 use crate::clients::{
     await_partitions, create_topic, ensure_topic, grow_topic, list_topics, REQUEST_TIMEOUT,
@@ -20,83 +20,11 @@ use crate::clients::{
 use crate::planner::{Skip, TopicPlan, TopicPlanner};
 use crate::progress::PartitionProgress;
 use crate::takeover::Mm2Takeover;
-use refract_telemetry::{SourcePartitionMetrics, StatBatch};
+use refract_telemetry::StatBatch;
 
 use super::delivery::{Clients, Progress, Tracked};
+use super::slots::{Slot, Slots};
 use super::{lock, FlowRunner};
-
-/// One mirrored source partition.
-pub(super) struct Slot {
-    pub(super) topic: String,
-    pub(super) remote: String,
-    pub(super) partition: i32,
-    /// Next source offset to fetch, once something was read or a commit found.
-    pub(super) position: Option<i64>,
-    /// Last committed source offset.
-    pub(super) committed: Option<i64>,
-    /// Its MirrorMaker 2 series (none when the registry refused them).
-    pub(super) metrics: Option<SourcePartitionMetrics>,
-    /// Value bytes and record ages read since the last hand-over to `metrics`.
-    pub(super) read_bytes: u64,
-    pub(super) age: StatBatch,
-    /// Whether it is degraded, and where it is in its retry cycle.
-    pub(super) health: PartitionHealth,
-    /// Whether a record of it was read since the last [`FlowRunner::tend`].
-    pub(super) read: bool,
-}
-
-impl Slot {
-    /// Hands what was gathered while reading to the series.
-    pub(super) fn publish(&mut self) {
-        if let Some(m) = &self.metrics {
-            m.record_age_ms.record_all(&mut self.age);
-            m.byte_count.inc_by(std::mem::take(&mut self.read_bytes));
-        }
-    }
-}
-
-#[derive(Default)]
-pub(super) struct Slots {
-    pub(super) slots: Vec<Slot>,
-    pub(super) by_topic: HashMap<String, Vec<Option<usize>>>,
-    /// Failures of the source reads that name no partition.
-    pub(super) source: FlowHealth,
-    /// Partitions added whose resume (or assignment) failed: tried again at the next
-    /// discovery, so a failed read of their positions cannot leave them unread.
-    pub(super) unresumed: Vec<usize>,
-}
-
-impl Slots {
-    pub(super) fn find(&self, topic: &str, partition: i32) -> Option<usize> {
-        self.by_topic
-            .get(topic)?
-            .get(usize::try_from(partition).ok()?)
-            .copied()
-            .flatten()
-    }
-}
-
-/// The high watermark librdkafka last saw for a partition in a fetch response (no request).
-pub(super) fn cached_high_watermark(
-    consumer: &BaseConsumer,
-    topic: &str,
-    partition: i32,
-) -> Option<i64> {
-    let topic = std::ffi::CString::new(topic).ok()?;
-    let (mut low, mut high) = (-1i64, -1i64);
-    // SAFETY: the consumer is alive for the call; the out-pointers are valid locals.
-    let err = unsafe {
-        rdkafka_sys::rd_kafka_get_watermark_offsets(
-            consumer.client().native_ptr(),
-            topic.as_ptr(),
-            partition,
-            &mut low,
-            &mut high,
-        )
-    };
-    (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
-        .then_some(high)
-}
 
 impl FlowRunner {
     /// Lists source topics, plans them, makes sure remote topics exist, and, when partitions

@@ -22,8 +22,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use crate::degraded::Reason;
 
 use super::delivery::{describe, poll_producer, Clients, Progress, Sent, Token};
-use super::discovery::Slots;
 use super::provenance::{provenance, PROVENANCE_HEADER};
+use super::slots::Slots;
 use super::{lock, FlowRunner, MAX_POLL_BATCH, NO_SLOT};
 use crate::clock::now_ms;
 

@@ -15,7 +15,7 @@ use crate::degraded::{Change, Degraded, Origin, Phase, Reason};
 use crate::source_queue::SourceError;
 
 use super::delivery::{Clients, Progress};
-use super::discovery::{Slot, Slots};
+use super::slots::{Slot, Slots};
 use super::status::DegradedPartition;
 use super::{lock, FlowRunner};
 use crate::clock::now_ms;

@@ -24,7 +24,7 @@ use crate::planner::TopicPlan;
 use crate::topic_configs;
 
 use super::delivery::{Clients, Progress, Sent};
-use super::discovery::Slots;
+use super::slots::Slots;
 use super::{lock, FlowRunner};
 use crate::clock::now_ms;
 

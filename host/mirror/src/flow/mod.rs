@@ -29,17 +29,18 @@ mod forwarding;
 mod health;
 mod internals;
 mod provenance;
+mod slots;
 mod status;
 mod transactions;
 
 use delivery::{flush_producer, poll_producer, Clients, Progress};
-use discovery::Slots;
 use forwarding::publish_stats;
 use internals::Internals;
 pub use provenance::*;
+use slots::Slots;
 pub use status::*;
+pub use transactions::Fenced;
 use transactions::Transactions;
-pub use transactions::{transactional_id, Fenced};
 
 /// Token slot of records that belong to no source partition (heartbeats, offset syncs on the
 /// target): their delivery reports are ignored.
@@ -83,6 +84,12 @@ pub struct FlowContext {
     pub stop: Arc<AtomicBool>,
     /// The status its threads update.
     pub status: SharedStatus,
+}
+
+/// The `transactional.id` of an exactly-once flow's target producer: the same in every process
+/// that runs the flow, so the newest fences the others.
+pub fn transactional_id(flow: &Flow) -> String {
+    format!("refract-{}-{}", flow.source, flow.target)
 }
 
 /// A flow's plugins: its policy and its processors in order.

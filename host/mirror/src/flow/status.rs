@@ -14,7 +14,7 @@ use crate::degraded::Degraded;
 use refract_telemetry::{FlowState, RecordEvent};
 
 use super::delivery::{Clients, Progress};
-use super::discovery::{cached_high_watermark, Slot, Slots};
+use super::slots::{cached_high_watermark, Slot, Slots};
 use super::{lock, FlowRunner, STALL_AFTER};
 use refract_telemetry::FlowMetrics;
 

@@ -24,26 +24,20 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
-use refract_config::{DeliveryMode, Flow};
+use refract_config::DeliveryMode;
 
 use crate::clients::{ensure_topic, list_topics, REQUEST_TIMEOUT};
 use crate::mm2::connect_offsets::{key_partition, position_key, position_value};
 use crate::takeover::read_positions;
 
 use super::delivery::{flush_producer, poll_producer, Clients, Progress, Sent};
-use super::discovery::Slots;
 use super::internals::Internals;
-use super::{lock, FlowRunner};
+use super::slots::Slots;
+use super::{lock, transactional_id, FlowRunner};
 
 /// Partitions of the offsets topic refract creates when it is missing (Kafka Connect's
 /// `offset.storage.partitions` default).
 const POSITIONS_PARTITIONS: i32 = 25;
-
-/// The `transactional.id` of a flow's target producer: the same in every process that runs the
-/// flow, so the newest fences the others.
-pub fn transactional_id(flow: &Flow) -> String {
-    format!("refract-{}-{}", flow.source, flow.target)
-}
 
 /// The flow's target producer was fenced: another producer with its transactional id started
 /// since (a second refract process on the same flow, or this flow restarted elsewhere while
