@@ -85,6 +85,9 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "degraded": s.degraded.iter().map(degraded_json).collect::<Vec<_>>(),
                 "halted": s.halted,
                 "last_error": s.last_error,
+                "tasks": s.tasks,
+                "partitions": s.partitions,
+                "cluster": s.cluster.as_ref().map(cluster_json),
             })
         })
         .collect();
@@ -93,6 +96,27 @@ pub fn status_json(mirror: &Mirror) -> Value {
         "healthy": mirror.healthy(),
         "flows": flows,
         "reloads": { "ok": reloads.ok, "rejected": reloads.rejected, "last_error": reloads.last_error },
+    })
+}
+
+/// Cluster mode's part of a flow's status: the group, this process, and every member with
+/// the tasks it holds, their partitions and lag.
+fn cluster_json(c: &refract_mirror::ClusterView) -> Value {
+    json!({
+        "group": c.group,
+        "instance": c.instance,
+        "duties": c.duties,
+        "rebalances": c.rebalances,
+        "last_handover_ms": c.last_handover_ms,
+        "error": c.error,
+        "members_error": c.members_error,
+        "members": c.members.iter().map(|m| json!({
+            "instance": m.instance,
+            "host": m.host,
+            "tasks": m.tasks,
+            "partitions": m.partitions,
+            "lag": m.lag,
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -170,6 +170,38 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
         if committed + aborted > 0 {
             println!("  exactly-once: transactions committed {committed}  aborted {aborted}");
         }
+        if let Some(c) = flow["cluster"].as_object() {
+            println!(
+                "  cluster: group {}  this process {} holds tasks {}{}  rebalances {}",
+                c["group"].as_str().unwrap_or("?"),
+                c["instance"].as_str().unwrap_or("?"),
+                flow["tasks"],
+                if c["duties"] == true {
+                    " (runs the flow's duties)"
+                } else {
+                    ""
+                },
+                c["rebalances"]
+            );
+            if let Some(e) = c["error"].as_str() {
+                println!("  NOT IN THE GROUP: {e}");
+            }
+            for m in c["members"].as_array().unwrap_or(&empty) {
+                let lag = m["lag"]
+                    .as_i64()
+                    .map_or_else(|| "unknown".to_string(), |l| l.to_string());
+                println!(
+                    "    member {} ({}): tasks {}  partitions {}  lag {lag}",
+                    m["instance"].as_str().unwrap_or("?"),
+                    m["host"].as_str().unwrap_or("?"),
+                    m["tasks"],
+                    m["partitions"]
+                );
+            }
+            if let Some(e) = c["members_error"].as_str() {
+                println!("    members unknown: {e}");
+            }
+        }
         if let Some(topics) = flow["topics"].as_object() {
             for (source, remote) in topics {
                 println!("  {source} -> {}", remote.as_str().unwrap_or("?"));

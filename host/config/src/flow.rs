@@ -49,6 +49,12 @@ pub mod defaults {
     pub const PROVENANCE_HEADER: bool = true;
     /// `delivery`.
     pub const DELIVERY: super::DeliveryMode = super::DeliveryMode::AtLeastOnce;
+    /// `tasks` (MM2's `tasks.max` is 1 by default too).
+    pub const TASKS: u32 = 1;
+    /// Most `tasks` a flow may have.
+    pub const MAX_TASKS: u32 = 1024;
+    /// `[cluster] session_timeout`: Kafka Connect's (and so MM2's) default.
+    pub const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// `dead_letter_topic`: `refract.dlq.<source>.internal`.
     pub fn dead_letter_topic(source: &str) -> String {
@@ -74,6 +80,10 @@ pub struct Flow {
     pub policy: PluginSpec,
     /// Filters and transforms applied in order after the policy names the target topic.
     pub processors: Vec<ProcessorSpec>,
+    /// Units of work the flow's partitions are divided into (MM2's `tasks.max`): each task
+    /// owns a stable subset of partitions, and with exactly-once its own `transactional.id`.
+    /// One process runs them all; in cluster mode the processes divide them.
+    pub tasks: u32,
     /// How often source topics and partitions are rediscovered.
     pub refresh_topics_interval: Duration,
     /// Replication factor for remote topics refract creates (-1: the broker's default).

@@ -23,7 +23,7 @@ pub use flow::{
     PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
-pub use model::{ClientRole, Cluster, Pipeline};
+pub use model::{ClientRole, Cluster, ClusterMode, Pipeline};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
 pub use secrets::{is_sensitive_key, REDACTED};

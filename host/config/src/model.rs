@@ -11,7 +11,9 @@ use crate::flow::{
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
     PluginLocation, PluginSpec, ProcessorSpec,
 };
-use crate::raw::{RawCluster, RawFlow, RawOAuthBearer, RawPipeline, RawPlugin, RawProcessor};
+use crate::raw::{
+    RawCluster, RawClusterMode, RawFlow, RawOAuthBearer, RawPipeline, RawPlugin, RawProcessor,
+};
 use crate::rules::{
     check_alias, BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES, RESERVED_CLIENT_KEYS,
 };
@@ -36,6 +38,19 @@ pub struct Pipeline {
     /// `[metrics] listen`: the address of the HTTP endpoint (`/metrics`, `/health`, `/status`,
     /// `POST /reload`), when set.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[cluster]`: several processes with this pipeline share each flow's tasks through a
+    /// consumer group on the flow's source cluster; `None` runs every task in this process.
+    pub cluster: Option<ClusterMode>,
+}
+
+/// `[cluster]`: how this process takes part in sharing the flows' work with others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterMode {
+    /// `instance`: this process's stable name: static group membership (`group.instance.id`),
+    /// so a restart within the session timeout keeps its tasks; `None`: dynamic membership.
+    pub instance: Option<String>,
+    /// `session_timeout`: how long a process may stop answering before its tasks move.
+    pub session_timeout: Duration,
 }
 
 /// One Kafka cluster and how to reach it.
@@ -303,13 +318,64 @@ impl Builder<'_> {
                 )
             })?),
         };
+        let cluster = match raw.cluster {
+            None => None,
+            Some(c) => self.cluster_mode(c)?,
+        };
         Ok(Pipeline {
             file: self.loc.file.clone(),
             clusters,
             flows,
             warnings: Vec::new(),
             metrics_listen,
+            cluster,
         })
+    }
+
+    /// `[cluster]`.
+    fn cluster_mode(
+        &self,
+        raw: Spanned<RawClusterMode>,
+    ) -> Result<Option<ClusterMode>, ConfigError> {
+        let raw = raw.into_inner();
+        let session_timeout = self.duration(
+            "cluster.session_timeout",
+            raw.session_timeout.clone(),
+            defaults::SESSION_TIMEOUT,
+        )?;
+        if let Some(t) = &raw.session_timeout {
+            if session_timeout < Duration::from_secs(1)
+                || session_timeout > Duration::from_secs(1800)
+            {
+                return self.err(
+                    t.span(),
+                    "cluster.session_timeout".into(),
+                    "must be between 1s and 30m (brokers accept 6s to 30m unless group.min.session.timeout.ms / group.max.session.timeout.ms say otherwise)".into(),
+                );
+            }
+        }
+        let instance = match raw.instance {
+            None => None,
+            Some(i) => {
+                let value = self.resolve(i.span(), "cluster.instance", i.get_ref())?;
+                let name = value.resolved.trim().to_string();
+                if let Err(problem) = check_instance(&name) {
+                    return self.err(
+                        i.span(),
+                        "cluster.instance".into(),
+                        format!("`{name}` {problem}"),
+                    );
+                }
+                Some(name)
+            }
+        };
+        if raw.enabled == Some(false) {
+            return Ok(None);
+        }
+        Ok(Some(ClusterMode {
+            instance,
+            session_timeout,
+        }))
     }
 
     fn cluster(
@@ -785,10 +851,24 @@ impl Builder<'_> {
                 )
             }
         };
+        let tasks = match raw.tasks {
+            None => defaults::TASKS,
+            Some(t) => match u32::try_from(*t.get_ref()) {
+                Ok(n) if (1..=defaults::MAX_TASKS).contains(&n) => n,
+                _ => {
+                    return self.err(
+                        t.span(),
+                        format!("{key}.tasks"),
+                        format!("must be between 1 and {}", defaults::MAX_TASKS),
+                    )
+                }
+            },
+        };
         if raw.enabled == Some(false) {
             return Ok(None);
         }
         Ok(Some(Flow {
+            tasks,
             source: raw.source.into_inner(),
             target: raw.target.into_inner(),
             topics: TopicFilter { include, exclude },
@@ -990,6 +1070,23 @@ impl Builder<'_> {
             call_timeout,
         })
     }
+}
+
+/// Why `name` cannot be a `[cluster] instance` (a `group.instance.id` and a metrics label).
+fn check_instance(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty: name this process (e.g. \"${env:HOSTNAME}\")");
+    }
+    if name.len() > 200 {
+        return Err("is longer than 200 characters");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err("may only hold ASCII letters, digits, `.`, `_` and `-`");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

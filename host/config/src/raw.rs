@@ -13,6 +13,16 @@ pub struct RawPipeline {
     #[serde(default)]
     pub flow: Vec<Spanned<RawFlow>>,
     pub metrics: Option<RawMetrics>,
+    pub cluster: Option<Spanned<RawClusterMode>>,
+}
+
+/// `[cluster]`: several processes share the pipeline's flows.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClusterMode {
+    pub enabled: Option<bool>,
+    pub instance: Option<Spanned<String>>,
+    pub session_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,6 +92,7 @@ pub struct RawFlow {
     pub compression: Option<Spanned<String>>,
     pub delivery: Option<Spanned<String>>,
     pub transaction_interval: Option<Spanned<String>>,
+    pub tasks: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

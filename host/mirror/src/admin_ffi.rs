@@ -457,6 +457,91 @@ pub(crate) fn describe_groups<C: ClientContext>(
     })
 }
 
+/// One member of a consumer group as DescribeConsumerGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupMember {
+    /// The member id the coordinator gave it.
+    pub member_id: String,
+    /// Its `group.instance.id` (static membership), when it has one.
+    pub instance_id: Option<String>,
+    /// Its `client.id`.
+    pub client_id: String,
+    /// The host it connects from.
+    pub host: String,
+    /// The partitions assigned to it: (topic, partition).
+    pub assignment: Vec<(String, i32)>,
+}
+
+/// The members of consumer `group` and what each is assigned (an empty list for a group with
+/// no members or none at all). No side effects.
+pub(crate) fn describe_group_members<C: ClientContext>(
+    admin: &AdminClient<C>,
+    group: &str,
+    timeout: Duration,
+) -> Result<Vec<GroupMember>, String> {
+    let name = CString::new(group).map_err(|e| format!("{group}: {e}"))?;
+    let mut ptrs: [*const std::ffi::c_char; 1] = [name.as_ptr()];
+    admin_call(
+        admin,
+        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS,
+        timeout,
+        // SAFETY: the name outlives the call (librdkafka copies it).
+        |rk, options, queue| unsafe {
+            ffi::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), 1, options, queue);
+        },
+        // SAFETY: `event` is the live result event of this request; everything is copied out
+        // before it is destroyed; the lists and members it holds are read within their counts.
+        |event| unsafe {
+            event_error(event)?;
+            let result = ffi::rd_kafka_event_DescribeConsumerGroups_result(event);
+            if result.is_null() {
+                return Err("not a DescribeConsumerGroups result".to_string());
+            }
+            let mut count = 0usize;
+            let list = ffi::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut count);
+            let mut out = Vec::new();
+            for i in 0..count {
+                let desc = *list.add(i);
+                if let Some((_, why)) = error_of(ffi::rd_kafka_ConsumerGroupDescription_error(desc))
+                {
+                    return Err(why);
+                }
+                for m in 0..ffi::rd_kafka_ConsumerGroupDescription_member_count(desc) {
+                    let member = ffi::rd_kafka_ConsumerGroupDescription_member(desc, m);
+                    if member.is_null() {
+                        continue;
+                    }
+                    let mut assignment = Vec::new();
+                    let assigned = ffi::rd_kafka_MemberDescription_assignment(member);
+                    if !assigned.is_null() {
+                        let tpl = ffi::rd_kafka_MemberAssignment_partitions(assigned);
+                        if !tpl.is_null() {
+                            for e in 0..usize::try_from((*tpl).cnt).unwrap_or(0) {
+                                let elem = &*(*tpl).elems.add(e);
+                                assignment.push((text(elem.topic), elem.partition));
+                            }
+                        }
+                    }
+                    let instance = text(ffi::rd_kafka_MemberDescription_group_instance_id(member));
+                    out.push(GroupMember {
+                        member_id: text(ffi::rd_kafka_MemberDescription_consumer_id(member)),
+                        instance_id: (!instance.is_empty()).then_some(instance),
+                        client_id: text(ffi::rd_kafka_MemberDescription_client_id(member)),
+                        host: text(ffi::rd_kafka_MemberDescription_host(member)),
+                        assignment,
+                    });
+                }
+            }
+            Ok(out)
+        },
+    )
+    .unwrap_or_else(|| {
+        Err(format!(
+            "DescribeConsumerGroups: no answer within {timeout:?}"
+        ))
+    })
+}
+
 /// Copies a C string (empty when null).
 ///
 /// # Safety

@@ -24,9 +24,9 @@ use crate::admin_ffi::commit_within;
 use crate::clients::{
     client_config, ensure_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,
 };
-use crate::flow::{lock, set_checkpoints_failing, FlowContext, SharedStatus};
+use crate::flow::{lock, set_checkpoints_failing, FlowBoard, FlowContext, SharedStatus};
 use crate::groups::{list_consumer_groups, GroupState};
-use refract_telemetry::{FlowMetrics, Metrics};
+use refract_telemetry::Metrics;
 
 use crate::mm2::{
     checkpoint_topic, is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore,
@@ -44,6 +44,7 @@ pub struct CheckpointRunner {
     pending: Mutex<Option<Arc<PolicyPlugin>>>,
     stop: Arc<AtomicBool>,
     status: SharedStatus,
+    board: Arc<FlowBoard>,
     metrics: Metrics,
 }
 
@@ -77,7 +78,7 @@ impl CheckpointRunner {
             source,
             target,
             stop,
-            status,
+            board,
         } = context;
         Self {
             flow,
@@ -86,7 +87,8 @@ impl CheckpointRunner {
             plugin: Mutex::new(plugin),
             pending: Mutex::new(None),
             stop,
-            status,
+            status: board.shared().clone(),
+            board,
             metrics: Metrics::new(),
         }
     }
@@ -106,15 +108,7 @@ impl CheckpointRunner {
     /// Shows a failure of the checkpoints (they are restarted with backoff) in `/health` and
     /// `/status` until they run again.
     pub fn record_failure(&self, error: &anyhow::Error) {
-        set_checkpoints_failing(
-            &self.status,
-            self.flow_metrics().as_ref(),
-            Some(format!("{error:#}")),
-        );
-    }
-
-    fn flow_metrics(&self) -> Option<FlowMetrics> {
-        self.metrics.flow(&self.flow.name()).ok()
+        set_checkpoints_failing(&self.board, Some(format!("{error:#}")));
     }
 
     /// The thread name: `checkpoints A->B`.
@@ -204,7 +198,7 @@ impl CheckpointRunner {
         {}
         debug!(flow = %name, "read {read} offset syncs from {syncs_topic} on {}", syncs_cluster.alias);
         // Connected and caught up: an earlier failure is over.
-        if set_checkpoints_failing(&self.status, self.flow_metrics().as_ref(), None) {
+        if set_checkpoints_failing(&self.board, None) {
             info!(flow = %name, "checkpoints running again");
         }
 

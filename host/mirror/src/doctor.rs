@@ -1565,13 +1565,26 @@ pub fn check_connect(pipeline: &Pipeline, flows: &[PreparedFlow]) -> Result<Repo
                 }
             }
             if !session.unrestricted() {
-                let id = crate::transactional_id(&p.flow);
+                // One id per task: `refract-a-b` for one task, `refract-a-b-<task>` for several
+                // (a prefixed grant covers them all).
+                let whole = crate::transactional_id(&p.flow, crate::TaskId::WHOLE);
+                let (what, pattern) = if p.flow.tasks > 1 {
+                    (
+                        format!(
+                            "transactional ids {whole}-0 .. {whole}-{}",
+                            p.flow.tasks - 1
+                        ),
+                        " --resource-pattern-type prefixed",
+                    )
+                } else {
+                    (format!("transactional id {whole}"), "")
+                };
                 lines.push(format!(
-                    "  {} Write, Describe transactional id {id} (flow {name}: exactly-once; Kafka cannot be asked whether it is granted; if not: kafka-acls --bootstrap-server {} --add --allow-principal {} --operation Write --operation Describe --transactional-id {})",
+                    "  {} Write, Describe {what} (flow {name}: exactly-once; Kafka cannot be asked whether it is granted; if not: kafka-acls --bootstrap-server {} --add --allow-principal {} --operation Write --operation Describe --transactional-id {}{pattern})",
                     Mark::Unknown.text(),
                     shell(&session.bootstrap),
                     shell(&session.principal.name),
-                    shell(&id)
+                    shell(&whole)
                 ));
             }
         }

@@ -8,6 +8,7 @@ mod chain;
 mod checkpoint;
 pub mod clients;
 mod clock;
+pub mod cluster;
 pub mod degraded;
 pub mod doctor;
 mod flow;
@@ -27,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tracing::{error, info};
@@ -38,16 +39,14 @@ use refract_telemetry::{Metrics, ReloadResult};
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::CheckpointRunner;
+pub use cluster::{ClusterView, Member, TaskId};
 pub use flow::{
-    progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowContext,
-    FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
+    progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowBoard,
+    FlowContext, FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
 };
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
 pub use reload::{FlowDiff, FlowShape, NotLive, PipelineShape};
-
-/// Longest pause between restarts of a failing flow.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// A flow whose plugins are loaded and checked, ready to start.
 pub struct PreparedFlow {
@@ -115,28 +114,25 @@ pub fn prepare(
         .collect()
 }
 
-/// One flow's threads and what it was started from.
+/// One flow's tasks in this process and what it was started from.
 struct RunningFlow {
     name: String,
     /// What it was built from (settings, clusters, derived inputs, plugin file contents): what
     /// the reload planner compares.
     shape: FlowShape,
-    runner: Arc<FlowRunner>,
-    /// Its checkpoints, when it emits them: a policy hot swap reaches them too.
-    checkpoints: Option<Arc<CheckpointRunner>>,
+    /// Its tasks (and checkpoints) running here.
+    tasks: Arc<cluster::FlowTasks>,
+    /// Stops its group membership (cluster mode).
     stop: Arc<AtomicBool>,
-    status: SharedStatus,
+    /// Its group membership's thread (cluster mode).
     handles: Vec<JoinHandle<()>>,
 }
 
-impl RunningFlow {
-    /// Hands new plugins to the flow, and its policy to the flow's checkpoints.
-    fn swap_plugins(&self, set: PluginSet) {
-        if let Some(c) = &self.checkpoints {
-            c.swap_policy(set.policy.clone());
-        }
-        self.runner.swap_plugins(set);
-    }
+/// `[cluster]` as this process runs it: the settings and this process's name.
+#[derive(Clone)]
+struct Clustering {
+    mode: refract_config::ClusterMode,
+    instance: String,
 }
 
 /// What [`Mirror::reload`] needs to load plugins and re-read the pipeline.
@@ -162,6 +158,8 @@ pub struct ReloadStats {
 /// Flows running on their own threads.
 pub struct Mirror {
     stop: Arc<AtomicBool>,
+    /// Cluster mode, when the pipeline has `[cluster]`.
+    clustering: Option<Clustering>,
     flows: Mutex<Vec<RunningFlow>>,
     reload: Option<ReloadContext>,
     stats: Mutex<ReloadStats>,
@@ -198,13 +196,32 @@ impl Mirror {
         stop: Arc<AtomicBool>,
         drain: Duration,
     ) -> Result<Self> {
-        let metrics = Metrics::new();
+        let clustering = pipeline.cluster.clone().map(|mode| Clustering {
+            instance: mode
+                .instance
+                .clone()
+                .unwrap_or_else(cluster::default_instance),
+            mode,
+        });
+        // In cluster mode every series says which process it comes from.
+        let metrics = match &clustering {
+            Some(c) => Metrics::with_const_labels(&[("instance", c.instance.as_str())])
+                .with_context(|| format!("instance name {}", c.instance))?,
+            None => Metrics::new(),
+        };
         let mut flows = Vec::new();
         for p in prepared {
-            flows.push(start_flow(pipeline, p, &metrics, drain)?);
+            flows.push(start_flow(
+                pipeline,
+                p,
+                &metrics,
+                drain,
+                clustering.as_ref(),
+            )?);
         }
         Ok(Self {
             stop,
+            clustering,
             flows: Mutex::new(flows),
             reload: None,
             stats: Mutex::new(ReloadStats::default()),
@@ -229,7 +246,7 @@ impl Mirror {
     pub fn status(&self) -> Vec<(String, FlowStatus)> {
         flow::lock(&self.flows)
             .iter()
-            .map(|f| (f.name.clone(), flow::lock(&f.status).clone()))
+            .map(|f| (f.name.clone(), f.tasks.board().status()))
             .collect()
     }
 
@@ -242,7 +259,7 @@ impl Mirror {
     /// degraded partition.
     pub fn healthy(&self) -> bool {
         let flows = flow::lock(&self.flows);
-        !flows.is_empty() && flows.iter().all(|f| flow::lock(&f.status).healthy())
+        !flows.is_empty() && flows.iter().all(|f| f.tasks.board().status().healthy())
     }
 
     /// Reload counts.
@@ -303,6 +320,7 @@ impl Mirror {
         // Plan as data, then load every plugin the plan needs, before changing anything.
         let running = PipelineShape {
             metrics_listen: ctx.metrics_listen,
+            cluster: self.clustering.as_ref().map(|c| c.mode.clone()),
             flows: flows.iter().map(|f| f.shape.clone()).collect(),
         };
         let target = PipelineShape::of(&pipeline, &wanted, content_hash);
@@ -332,7 +350,7 @@ impl Mirror {
         let mut summary = Vec::new();
         for (name, p, shape) in swaps {
             if let Some(i) = index(&flows, &name) {
-                flows[i].swap_plugins(PluginSet {
+                flows[i].tasks.swap_plugins(PluginSet {
                     policy: p.policy,
                     processors: p.processors,
                 });
@@ -342,7 +360,7 @@ impl Mirror {
         }
         for name in &diff.stop_reverse_heartbeats {
             if let Some(i) = index(&flows, name) {
-                flows[i].runner.stop_reverse_heartbeats();
+                flows[i].tasks.stop_reverse_heartbeats();
                 flows[i].shape.reverse_heartbeats = false;
                 summary.push(format!(
                     "{name} leaves the reverse heartbeats to the new reverse flow"
@@ -360,7 +378,13 @@ impl Mirror {
                 // A rebuilt flow may mirror other topics: it registers its partitions anew.
                 self.metrics
                     .remove_flow_partitions(&p.flow.source, &p.flow.target);
-                let fresh = start_flow(&pipeline, p, &self.metrics, self.drain)?;
+                let fresh = start_flow(
+                    &pipeline,
+                    p,
+                    &self.metrics,
+                    self.drain,
+                    self.clustering.as_ref(),
+                )?;
                 replaced.push(std::mem::replace(&mut flows[i], fresh));
             }
         }
@@ -380,7 +404,13 @@ impl Mirror {
             }
         }
         for p in add {
-            let f = start_flow(&pipeline, p, &self.metrics, self.drain)?;
+            let f = start_flow(
+                &pipeline,
+                p,
+                &self.metrics,
+                self.drain,
+                self.clustering.as_ref(),
+            )?;
             summary.push(format!("added {}", f.name));
             flows.push(f);
         }
@@ -397,13 +427,17 @@ impl Mirror {
         for f in &flows {
             f.stop.store(true, Ordering::Relaxed);
         }
-        for f in flows {
-            join(f);
-        }
+        // Every flow drains at the same time.
+        std::thread::scope(|scope| {
+            for f in flows {
+                scope.spawn(move || join(f));
+            }
+        });
     }
 }
 
-/// Waits for a flow whose stop flag is set.
+/// Stops a flow: its group membership (which drains its tasks before leaving), then whatever
+/// still runs; waits for them to flush and commit.
 fn join(f: RunningFlow) {
     f.stop.store(true, Ordering::Relaxed);
     for handle in f.handles {
@@ -411,6 +445,7 @@ fn join(f: RunningFlow) {
             error!(flow = %f.name, "a thread of the flow panicked");
         }
     }
+    f.tasks.stop_all(false);
 }
 
 fn prepare_one(
@@ -425,141 +460,59 @@ fn prepare_one(
         .with_context(|| format!("flow {} vanished while loading", flow.name()))
 }
 
-/// Starts a flow's threads (records and cluster watch; checkpoints when enabled) with a stop
-/// flag of its own.
+/// Starts a flow: every task on threads of its own, or in cluster mode its group membership,
+/// which starts the tasks the group gives this process.
 fn start_flow(
     pipeline: &Pipeline,
     p: PreparedFlow,
     metrics: &Metrics,
     drain: Duration,
+    clustering: Option<&Clustering>,
 ) -> Result<RunningFlow> {
     let name = p.flow.name();
     let stop = Arc::new(AtomicBool::new(false));
     let shape = reload::flow_shape(pipeline, &p.flow, content_hash);
     let source = pipeline.clusters[&p.flow.source].clone();
     let target = pipeline.clusters[&p.flow.target].clone();
-    let status: SharedStatus = Arc::new(Mutex::new(FlowStatus::default()));
-    let context = FlowContext {
-        flow: p.flow.clone(),
+    let board = FlowBoard::new(metrics.flow(&name).ok(), clustering.is_some());
+    let tasks = Arc::new(cluster::FlowTasks::new(
+        p.flow.clone(),
         source,
         target,
-        stop: stop.clone(),
-        status: status.clone(),
-    };
-    let reverse = shape.reverse_heartbeats;
+        board,
+        PluginSet {
+            policy: p.policy,
+            processors: p.processors,
+        },
+        shape.reverse_heartbeats,
+        metrics.clone(),
+        drain,
+    ));
     let mut handles = Vec::new();
-    let mut checkpoints_runner = None;
-    if p.flow.checkpoints.enabled {
-        let checkpoints = Arc::new(
-            CheckpointRunner::new(context.clone(), p.policy.clone()).with_metrics(metrics.clone()),
-        );
-        checkpoints_runner = Some(checkpoints.clone());
-        let thread_stop = stop.clone();
-        let thread_name = checkpoints.name();
-        handles.push(
-            std::thread::Builder::new()
-                .name(thread_name.clone())
-                .spawn(move || supervise(&thread_name, checkpoints.as_ref(), &thread_stop))
-                .with_context(|| format!("starting the checkpoints of flow {name}"))?,
-        );
+    match clustering {
+        None => tasks.start_all()?,
+        Some(c) => {
+            let member = tasks.clone();
+            let mode = c.mode.clone();
+            let instance = c.instance.clone();
+            let cluster_metrics = metrics.cluster(&name).ok();
+            let thread_stop = stop.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("cluster {name}"))
+                    .spawn(move || {
+                        cluster::run_group(member, mode, instance, cluster_metrics, thread_stop)
+                    })
+                    .with_context(|| format!("starting the group membership of flow {name}"))?,
+            );
+        }
     }
-    let runner = Arc::new(
-        FlowRunner::new(
-            context,
-            PluginSet {
-                policy: p.policy,
-                processors: p.processors,
-            },
-        )
-        .with_reverse_heartbeats(reverse)
-        .with_metrics(metrics.clone())
-        .with_drain_timeout(drain),
-    );
-    let watch_runner = runner.clone();
-    handles.push(
-        std::thread::Builder::new()
-            .name(format!("watch {name}"))
-            .spawn(move || watch_runner.watch_clusters())
-            .with_context(|| format!("starting the cluster watch of flow {name}"))?,
-    );
-    let thread_runner = runner.clone();
-    let thread_stop = stop.clone();
-    let thread_name = name.clone();
-    handles.push(
-        std::thread::Builder::new()
-            .name(format!("flow {name}"))
-            .spawn(move || supervise(&thread_name, thread_runner.as_ref(), &thread_stop))
-            .with_context(|| format!("starting flow {name}"))?,
-    );
     info!(flow = %name, "started");
     Ok(RunningFlow {
         name,
         shape,
-        checkpoints: checkpoints_runner,
-        runner,
+        tasks,
         stop,
-        status,
         handles,
     })
-}
-
-/// Something [`supervise`] restarts until it returns Ok.
-trait Task {
-    fn run(&self) -> Result<()>;
-    fn record_failure(&self, error: &anyhow::Error);
-}
-
-impl Task for FlowRunner {
-    fn run(&self) -> Result<()> {
-        FlowRunner::run(self)
-    }
-    fn record_failure(&self, error: &anyhow::Error) {
-        FlowRunner::record_failure(self, error)
-    }
-}
-
-impl Task for CheckpointRunner {
-    fn run(&self) -> Result<()> {
-        CheckpointRunner::run(self)
-    }
-    fn record_failure(&self, error: &anyhow::Error) {
-        CheckpointRunner::record_failure(self, error)
-    }
-}
-
-fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
-    let mut backoff = Duration::from_secs(1);
-    loop {
-        let started = Instant::now();
-        match runner.run() {
-            Ok(()) => return,
-            Err(e) => {
-                runner.record_failure(&e);
-                if let Some(halt) = e.downcast_ref::<Halt>() {
-                    error!(flow = %name, "flow halted; fix the processor and restart refract: {halt}");
-                    return;
-                }
-                if let Some(fenced) = e.downcast_ref::<Fenced>() {
-                    error!(flow = %name, "{fenced}");
-                    return;
-                }
-                if stop.load(Ordering::Relaxed) {
-                    error!(flow = %name, "flow failed while stopping: {e:#}");
-                    return;
-                }
-                if started.elapsed() > MAX_BACKOFF * 2 {
-                    backoff = Duration::from_secs(1);
-                }
-                error!(flow = %name, "flow failed, restarting from its last commit in {backoff:?}: {e:#}");
-                let until = Instant::now() + backoff;
-                while Instant::now() < until {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
-        }
-    }
 }

@@ -50,6 +50,8 @@ impl FlowShape {
 pub struct PipelineShape {
     /// `[metrics] listen`.
     pub metrics_listen: Option<SocketAddr>,
+    /// `[cluster]`.
+    pub cluster: Option<refract_config::ClusterMode>,
     /// The flows this process runs.
     pub flows: Vec<FlowShape>,
 }
@@ -60,6 +62,7 @@ impl PipelineShape {
     pub fn of(pipeline: &Pipeline, flows: &[&Flow], hash: impl Fn(&Path) -> u64) -> Self {
         Self {
             metrics_listen: pipeline.metrics_listen,
+            cluster: pipeline.cluster.clone(),
             flows: flows
                 .iter()
                 .map(|f| flow_shape(pipeline, f, &hash))
@@ -144,6 +147,11 @@ pub enum NotLive {
         /// As the new pipeline says.
         new: String,
     },
+    /// Cluster mode's settings.
+    #[error(
+        "[cluster] changed: a process cannot join or leave cluster mode, or change its instance          name or session timeout, while it runs; restart refract to apply it (one process at a          time, so the others take its tasks over meanwhile)"
+    )]
+    Cluster,
 }
 
 /// What turning `old` (running) into `new` (wanted) takes.
@@ -154,6 +162,9 @@ pub fn plan(old: &PipelineShape, new: &PipelineShape) -> Result<FlowDiff, NotLiv
             old: show(&old.metrics_listen),
             new: show(&new.metrics_listen),
         });
+    }
+    if old.cluster != new.cluster {
+        return Err(NotLive::Cluster);
     }
     let mut diff = FlowDiff::default();
     for running in &old.flows {

@@ -12,7 +12,8 @@ pub use metrics::{
     StatBatch, StatSnapshot,
 };
 pub use series::{
-    names, FlowMetrics, FlowState, PluginMetrics, RecordEvent, ReloadResult, SourcePartitionMetrics,
+    names, ClusterMetrics, FlowMetrics, FlowState, PluginMetrics, RecordEvent, ReloadResult,
+    SourcePartitionMetrics,
 };
 
 use std::fmt;

@@ -13,7 +13,12 @@
 //!   another family's (a stat `x` owns `x_min`/`x_max`/`x_avg`, a histogram `h` owns
 //!   `h_bucket`/`h_sum`/`h_count`), is a [`MetricsError`]; nothing is registered.
 //! - Rendering is deterministic: families sorted by exposed name, series by their label set
-//!   (label pairs sorted by label name, then compared pair by pair).
+//!   as exposed, constant labels included (label pairs sorted by label name, then compared
+//!   pair by pair).
+//! - Constant labels ([`Metrics::with_const_labels`], e.g. `instance`) are added to every
+//!   sample of every family when rendering; they are not part of a series' identity, so
+//!   registration and [`Metrics::remove`] never see them. A series registered with a label of
+//!   the same name keeps its own value.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -69,6 +74,14 @@ pub enum MetricsError {
         existing: &'static str,
         /// The sample name both would expose.
         sample: String,
+    },
+    /// A constant label name is not valid (see [`Metrics::with_const_labels`]).
+    #[error("constant label `{label}` is not allowed: {reason}")]
+    InvalidConstLabel {
+        /// The rejected label name.
+        label: String,
+        /// What is wrong with it.
+        reason: &'static str,
     },
     /// Histogram bucket bounds are not finite and strictly increasing.
     #[error(
@@ -527,9 +540,12 @@ struct Inner {
     families: Mutex<BTreeMap<String, Family>>,
     clock: Arc<dyn Clock>,
     stat_window: Duration,
+    /// Labels added to every rendered sample, sorted by name.
+    const_labels: LabelSet,
 }
 
-/// Thread-safe registry of labeled series; cheap to clone (all clones share the series).
+/// Thread-safe registry of labeled series; cheap to clone (all clones share the series and the
+/// constant labels).
 #[derive(Clone)]
 pub struct Metrics {
     inner: Arc<Inner>,
@@ -546,6 +562,7 @@ impl fmt::Debug for Metrics {
         f.debug_struct("Metrics")
             .field("families", &self.lock().len())
             .field("stat_window", &self.inner.stat_window)
+            .field("const_labels", &self.inner.const_labels)
             .finish()
     }
 }
@@ -567,18 +584,60 @@ enum Part {
 }
 
 impl Metrics {
-    /// An empty registry with the monotonic clock and the default 30 s stat window.
+    /// An empty registry with the monotonic clock, the default 30 s stat window and no
+    /// constant labels.
     pub fn new() -> Self {
         Self::with_clock(Arc::new(MonotonicClock::new()), DEFAULT_STAT_WINDOW)
     }
 
-    /// An empty registry whose stats use `clock` and a window of `stat_window`.
+    /// An empty registry like [`Metrics::new`] whose rendering adds `labels` (e.g.
+    /// `[("instance", "mirror-1")]`) to every sample of every family. Label names follow the
+    /// rules of series labels, and `le` is refused too (histogram buckets need it); values are
+    /// escaped like any label value.
+    ///
+    /// Constant labels are not part of a series' identity: registration and
+    /// [`Metrics::remove`] never see them, and callers do not pass them. A series registered
+    /// with a label of the same name renders its own value instead.
+    pub fn with_const_labels(labels: &[(&str, &str)]) -> Result<Self, MetricsError> {
+        let mut set: Vec<(String, String)> = Vec::with_capacity(labels.len());
+        for (label, value) in labels {
+            let reason = label_name_problem(label)
+                .or_else(|| (*label == "le").then_some("`le` is reserved for histogram buckets"));
+            if let Some(reason) = reason {
+                return Err(MetricsError::InvalidConstLabel {
+                    label: (*label).to_owned(),
+                    reason,
+                });
+            }
+            set.push(((*label).to_owned(), (*value).to_owned()));
+        }
+        set.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some(w) = set.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(MetricsError::InvalidConstLabel {
+                label: w[0].0.clone(),
+                reason: "the label is given twice",
+            });
+        }
+        Ok(Self::build(
+            Arc::new(MonotonicClock::new()),
+            DEFAULT_STAT_WINDOW,
+            set.into_boxed_slice(),
+        ))
+    }
+
+    /// An empty registry whose stats use `clock` and a window of `stat_window`, without
+    /// constant labels.
     pub fn with_clock(clock: Arc<dyn Clock>, stat_window: Duration) -> Self {
+        Self::build(clock, stat_window, LabelSet::default())
+    }
+
+    fn build(clock: Arc<dyn Clock>, stat_window: Duration, const_labels: LabelSet) -> Self {
         Self {
             inner: Arc::new(Inner {
                 families: Mutex::new(BTreeMap::new()),
                 clock,
                 stat_window,
+                const_labels,
             }),
         }
     }
@@ -645,7 +704,8 @@ impl Metrics {
 
     /// Removes the series of every family whose name starts with `name_prefix` and whose labels
     /// include all of `labels` (a stat matches by its registered name, and its four exposed
-    /// families go together); returns how many series went away. Handles to removed series
+    /// families go together); returns how many series went away. `labels` match the labels the
+    /// series were registered with, never the constant labels. Handles to removed series
     /// keep working but are no longer rendered; registering them again starts a fresh series.
     pub fn remove(&self, name_prefix: &str, labels: &[(&str, &str)]) -> usize {
         let mut families = self.lock();
@@ -719,7 +779,18 @@ impl Metrics {
             Kind::Histogram => "histogram",
         };
         let _ = writeln!(out, "\n# TYPE {name} {type_name}");
-        for (labels, cell) in &family.series {
+        let consts = &self.inner.const_labels;
+        let mut series: Vec<(Vec<&(String, String)>, &Cell)> = family
+            .series
+            .iter()
+            .map(|(own, cell)| (exposed_labels(own, consts), cell))
+            .collect();
+        if !consts.is_empty() {
+            // A series' own label replacing a constant one can change the order.
+            series.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        for (labels, cell) in &series {
+            let labels = labels.as_slice();
             match cell {
                 Cell::Counter(c) => {
                     sample_prefix(out, name, "", labels, None);
@@ -879,18 +950,8 @@ fn label_set(name: &str, kind: Kind, labels: &[(&str, &str)]) -> Result<LabelSet
     };
     let mut set: Vec<(String, String)> = Vec::with_capacity(labels.len());
     for (label, value) in labels {
-        let mut chars = label.chars();
-        let first_ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(invalid(
-                label,
-                "use ASCII letters, digits and `_`, not starting with a digit",
-            ));
-        }
-        if label.starts_with("__") {
-            return Err(invalid(label, "names starting with `__` are reserved"));
+        if let Some(reason) = label_name_problem(label) {
+            return Err(invalid(label, reason));
         }
         if kind == Kind::Histogram && *label == "le" {
             return Err(invalid(label, "`le` is reserved for histogram buckets"));
@@ -904,12 +965,45 @@ fn label_set(name: &str, kind: Kind, labels: &[(&str, &str)]) -> Result<LabelSet
     Ok(set.into_boxed_slice())
 }
 
+/// What is wrong with a label name, if anything.
+fn label_name_problem(label: &str) -> Option<&'static str> {
+    let mut chars = label.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Some("use ASCII letters, digits and `_`, not starting with a digit");
+    }
+    if label.starts_with("__") {
+        return Some("names starting with `__` are reserved");
+    }
+    None
+}
+
+/// A series' labels as rendered: its own plus the constant labels it has no label of the same
+/// name for, sorted by label name.
+fn exposed_labels<'a>(
+    own: &'a [(String, String)],
+    consts: &'a [(String, String)],
+) -> Vec<&'a (String, String)> {
+    let mut labels: Vec<&(String, String)> = own.iter().collect();
+    if !consts.is_empty() {
+        labels.extend(
+            consts
+                .iter()
+                .filter(|(k, _)| !own.iter().any(|(own_k, _)| own_k == k)),
+        );
+        labels.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+    labels
+}
+
 /// Writes `name<suffix>{labels[,le="…"]} ` (the sample up to its value).
 fn sample_prefix(
     out: &mut String,
     name: &str,
     suffix: &str,
-    labels: &[(String, String)],
+    labels: &[&(String, String)],
     le: Option<f64>,
 ) {
     out.push_str(name);
@@ -938,7 +1032,7 @@ fn sample_prefix(
     out.push(' ');
 }
 
-fn render_histogram(out: &mut String, name: &str, labels: &[(String, String)], h: &HistogramCell) {
+fn render_histogram(out: &mut String, name: &str, labels: &[&(String, String)], h: &HistogramCell) {
     let mut cumulative = 0u64;
     for (i, count) in h.counts.iter().enumerate() {
         cumulative += count.load(Ordering::Relaxed);
@@ -1279,6 +1373,159 @@ d_seconds_count{f=\"x\"} 5
         assert!(m.gauge("a_s", "h", &[]).is_err());
         assert_eq!(m.remove("", &[]), 3);
         assert_eq!(m.render(), "");
+    }
+
+    #[test]
+    fn const_labels_on_counters_and_gauges_with_escaping_and_clashes() {
+        let m =
+            Metrics::with_const_labels(&[("instance", "mirror \"1\"\\\n"), ("az", "b")]).unwrap();
+        m.counter("c_total", "A counter.", &[("flow", "a->b")])
+            .unwrap()
+            .inc_by(2);
+        m.counter("c_total", "A counter.", &[]).unwrap().inc();
+        // A series' own `instance` or `az` wins over the constant one (values are escaped
+        // like any label value).
+        m.gauge("g", "A gauge.", &[("zone", "1")]).unwrap().set(1.0);
+        m.gauge("g", "A gauge.", &[("instance", "own")])
+            .unwrap()
+            .set(2.0);
+        m.gauge("g", "A gauge.", &[("instance", "0"), ("az", "own")])
+            .unwrap()
+            .set(3.0);
+        let expected = "\
+# HELP c_total A counter.
+# TYPE c_total counter
+c_total{az=\"b\",flow=\"a->b\",instance=\"mirror \\\"1\\\"\\\\\\n\"} 2
+c_total{az=\"b\",instance=\"mirror \\\"1\\\"\\\\\\n\"} 1
+# HELP g A gauge.
+# TYPE g gauge
+g{az=\"b\",instance=\"mirror \\\"1\\\"\\\\\\n\",zone=\"1\"} 1
+g{az=\"b\",instance=\"own\"} 2
+g{az=\"own\",instance=\"0\"} 3
+";
+        assert_eq!(m.render(), expected);
+    }
+
+    #[test]
+    fn const_labels_sort_with_the_series_own_labels() {
+        let m = Metrics::with_const_labels(&[("instance", "a")]).unwrap();
+        m.gauge("g", "h", &[("zone", "1")]).unwrap().set(1.0);
+        m.gauge("g", "h", &[("instance", "b")]).unwrap().set(2.0);
+        m.gauge("g", "h", &[("flow", "f"), ("zone", "2")])
+            .unwrap()
+            .set(3.0);
+        // Registered order by own labels would be instance="b", then zone="1"; as exposed,
+        // {instance="a",zone="1"} sorts before {instance="b"}.
+        let expected = "\
+# HELP g h
+# TYPE g gauge
+g{flow=\"f\",instance=\"a\",zone=\"2\"} 3
+g{instance=\"a\",zone=\"1\"} 1
+g{instance=\"b\"} 2
+";
+        assert_eq!(m.render(), expected);
+    }
+
+    #[test]
+    fn const_labels_on_all_four_stat_families() {
+        let m = Metrics::with_const_labels(&[("instance", "i1")]).unwrap();
+        let s = m.stat("lat_ms", "Latency.", &[("p", "0")]).unwrap();
+        s.record(4.0);
+        s.record(2.0);
+        m.stat("lat_ms", "Latency.", &[]).unwrap();
+        let expected = "\
+# HELP lat_ms Latency. (last recorded value)
+# TYPE lat_ms gauge
+lat_ms{instance=\"i1\"} NaN
+lat_ms{instance=\"i1\",p=\"0\"} 2
+# HELP lat_ms_avg Latency. (average over the last 30s)
+# TYPE lat_ms_avg gauge
+lat_ms_avg{instance=\"i1\"} NaN
+lat_ms_avg{instance=\"i1\",p=\"0\"} 3
+# HELP lat_ms_max Latency. (maximum over the last 30s)
+# TYPE lat_ms_max gauge
+lat_ms_max{instance=\"i1\"} NaN
+lat_ms_max{instance=\"i1\",p=\"0\"} 4
+# HELP lat_ms_min Latency. (minimum over the last 30s)
+# TYPE lat_ms_min gauge
+lat_ms_min{instance=\"i1\"} NaN
+lat_ms_min{instance=\"i1\",p=\"0\"} 2
+";
+        assert_eq!(m.render(), expected);
+    }
+
+    #[test]
+    fn const_labels_on_histograms_keep_le_last() {
+        let m = Metrics::with_const_labels(&[("zz", "last"), ("instance", "i1")]).unwrap();
+        let h = m
+            .histogram("d_seconds", "Duration.", &[0.5, 1.0], &[("f", "x")])
+            .unwrap();
+        h.observe(0.25);
+        h.observe(2.0);
+        m.histogram("d_seconds", "Duration.", &[0.5, 1.0], &[])
+            .unwrap()
+            .observe(0.75);
+        let expected = "\
+# HELP d_seconds Duration.
+# TYPE d_seconds histogram
+d_seconds_bucket{f=\"x\",instance=\"i1\",zz=\"last\",le=\"0.5\"} 1
+d_seconds_bucket{f=\"x\",instance=\"i1\",zz=\"last\",le=\"1\"} 1
+d_seconds_bucket{f=\"x\",instance=\"i1\",zz=\"last\",le=\"+Inf\"} 2
+d_seconds_sum{f=\"x\",instance=\"i1\",zz=\"last\"} 2.25
+d_seconds_count{f=\"x\",instance=\"i1\",zz=\"last\"} 2
+d_seconds_bucket{instance=\"i1\",zz=\"last\",le=\"0.5\"} 0
+d_seconds_bucket{instance=\"i1\",zz=\"last\",le=\"1\"} 1
+d_seconds_bucket{instance=\"i1\",zz=\"last\",le=\"+Inf\"} 1
+d_seconds_sum{instance=\"i1\",zz=\"last\"} 0.75
+d_seconds_count{instance=\"i1\",zz=\"last\"} 1
+";
+        assert_eq!(m.render(), expected);
+    }
+
+    #[test]
+    fn const_labels_are_validated_shared_by_clones_and_ignored_by_remove() {
+        for (labels, bad) in [
+            (&[("9a", "v")][..], "9a"),
+            (&[("a-b", "v")], "a-b"),
+            (&[("__x", "v")], "__x"),
+            (&[("", "v")], ""),
+            (&[("le", "1")], "le"),
+            (&[("b", "1"), ("a", "1"), ("b", "2")], "b"),
+        ] {
+            let err = Metrics::with_const_labels(labels).unwrap_err();
+            assert!(
+                matches!(&err, MetricsError::InvalidConstLabel { label, .. } if label == bad),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            Metrics::with_const_labels(&[("le", "1")])
+                .unwrap_err()
+                .to_string(),
+            "constant label `le` is not allowed: `le` is reserved for histogram buckets"
+        );
+        // No constant labels at all is the same as `new`.
+        let plain = Metrics::with_const_labels(&[]).unwrap();
+        plain.counter("c", "h", &[]).unwrap().inc();
+        assert_eq!(plain.render(), "# HELP c h\n# TYPE c counter\nc 1\n");
+
+        let m = Metrics::with_const_labels(&[("instance", "i1")]).unwrap();
+        let clone = m.clone();
+        clone.counter("c", "h", &[("flow", "f")]).unwrap().inc();
+        let expected = "# HELP c h\n# TYPE c counter\nc{flow=\"f\",instance=\"i1\"} 1\n";
+        assert_eq!(m.render(), expected);
+        assert_eq!(clone.render(), expected);
+        // Registering with the constant label named explicitly is another series.
+        assert_eq!(
+            m.counter("c", "h", &[("flow", "f"), ("instance", "i1")])
+                .unwrap()
+                .get(),
+            0
+        );
+        assert_eq!(m.remove("c", &[("instance", "i1")]), 1);
+        assert_eq!(m.remove("c", &[("flow", "f")]), 1);
+        assert_eq!(m.render(), "");
+        assert_eq!(Metrics::new().render(), "");
     }
 
     #[test]

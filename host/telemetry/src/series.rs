@@ -3,6 +3,11 @@
 //!
 //! The `kafka_connect_mirror_*` series carry the names and labels Strimzi's JMX exporter gives
 //! MirrorMaker 2's metrics, so existing MM2 dashboards and alerts keep working.
+//!
+//! The `refract_cluster_*` series ([`Metrics::cluster`]) describe cluster mode, where several
+//! processes share a flow's tasks through a consumer group and the process holding task 0 runs
+//! the flow's once-per-flow duties. A process registers them only for flows it runs in cluster
+//! mode, so without cluster mode they are not exported at all.
 
 use crate::metrics::{Counter, Gauge, Histogram, Metrics, MetricsError, Stat};
 
@@ -60,7 +65,7 @@ pub mod names {
     pub const TRANSACTION_DURATION_SECONDS: &str = "refract_transaction_duration_seconds";
     /// Configuration reloads, per result.
     pub const RELOADS_TOTAL: &str = "refract_reloads_total";
-    /// 1 while a flow is running or degraded, else 0.
+    /// 1 while a flow is running, degraded or on standby, else 0.
     pub const FLOW_UP: &str = "refract_flow_up";
     /// 1 for a flow's current state, 0 for the others.
     pub const FLOW_STATE: &str = "refract_flow_state";
@@ -70,6 +75,19 @@ pub mod names {
     /// 1 while a source partition is degraded (paused and retried), 0 once it recovered; only
     /// partitions that failed at least once have the series.
     pub const PARTITION_DEGRADED: &str = "refract_partition_degraded";
+    /// Tasks of the flow this process holds now, per flow (cluster mode).
+    pub const CLUSTER_TASKS: &str = "refract_cluster_tasks";
+    /// Members of the flow's process group as last seen (0 when unknown), per flow (cluster
+    /// mode).
+    pub const CLUSTER_MEMBERS: &str = "refract_cluster_members";
+    /// 1 while this process runs the flow's once-per-flow duties (it holds task 0), else 0,
+    /// per flow (cluster mode).
+    pub const CLUSTER_DUTIES: &str = "refract_cluster_duties";
+    /// Task assignments this process received (each assign or revoke), per flow (cluster mode).
+    pub const CLUSTER_REBALANCES_TOTAL: &str = "refract_cluster_rebalances_total";
+    /// Time to drain and release tasks that moved to another process (flush, commit, stop), per
+    /// flow (cluster mode).
+    pub const CLUSTER_HANDOVER_SECONDS: &str = "refract_cluster_handover_seconds";
 
     /// Every series name above.
     pub const ALL: &[&str] = &[
@@ -97,12 +115,21 @@ pub mod names {
         FLOW_STATE,
         PARTITION_ERRORS_TOTAL,
         PARTITION_DEGRADED,
+        CLUSTER_TASKS,
+        CLUSTER_MEMBERS,
+        CLUSTER_DUTIES,
+        CLUSTER_REBALANCES_TOTAL,
+        CLUSTER_HANDOVER_SECONDS,
     ];
 
     /// Bucket bounds of [`TRANSACTION_DURATION_SECONDS`]: 10 ms to 60 s.
     pub const TRANSACTION_DURATION_BUCKETS: &[f64] = &[
         0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     ];
+
+    /// Bucket bounds of [`CLUSTER_HANDOVER_SECONDS`]: 50 ms to 60 s.
+    pub const CLUSTER_HANDOVER_BUCKETS: &[f64] =
+        &[0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
     /// Bucket bounds of [`PLUGIN_CALL_DURATION_SECONDS`]: 10 µs to 1 s, 1-2.5-5 per decade.
     pub const PLUGIN_CALL_DURATION_BUCKETS: &[f64] = &[
@@ -139,11 +166,17 @@ const TRANSACTIONS_HELP: &str = "Transactions of an exactly-once flow by result:
 const TRANSACTION_DURATION_HELP: &str =
     "Duration of an exactly-once flow's transactions, from begin to commit (seconds).";
 const RELOADS_HELP: &str = "Configuration reloads by result: ok (applied) or rejected (invalid; the running configuration was kept) (reloads).";
-const FLOW_UP_HELP: &str = "Whether the flow is running (1) or not (0).";
+const FLOW_UP_HELP: &str = "Whether the flow does its job on this process (1: running, degraded, or standby, a member of the flow's process group that holds no task and is ready to take over) or not (0: starting, restarting, halted, stopped).";
 const FLOW_STATE_HELP: &str =
-    "The flow's state: 1 for the current one of running, degraded, restarting, halted, stopped; 0 for the others.";
+    "The flow's state: 1 for the current one of running, degraded, standby, restarting, halted, stopped; 0 for the others.";
 const PARTITION_ERRORS_HELP: &str = "Failures of a source partition that stopped its progress: the first failure and each failed retry, by reason (failures; topic is the source topic; empty topic and partition: a failure of the flow's source reads with no partition).";
 const PARTITION_DEGRADED_HELP: &str = "Whether a source partition is degraded: paused and retried with backoff while the other partitions keep flowing (1) or flowing again (0).";
+const CLUSTER_TASKS_HELP: &str = "Tasks of the flow this process holds now (cluster mode; tasks).";
+const CLUSTER_MEMBERS_HELP: &str =
+    "Members of the flow's process group as last seen, 0 when unknown (cluster mode; processes).";
+const CLUSTER_DUTIES_HELP: &str = "Whether this process runs the flow's once-per-flow duties (heartbeats, checkpoints, topic creation, config sync) because it holds task 0 (1) or not (0) (cluster mode).";
+const CLUSTER_REBALANCES_HELP: &str = "Task assignments this process received for the flow, each assign or revoke (cluster mode; assignments).";
+const CLUSTER_HANDOVER_HELP: &str = "Time to drain and release tasks of the flow that moved to another process: flush, commit and stop (cluster mode; seconds).";
 
 /// Series of one replicated partition: MirrorSourceConnector's MBean plus refract's lag.
 #[derive(Debug, Clone)]
@@ -174,7 +207,8 @@ pub struct FlowMetrics {
     /// Duration of committed transactions.
     pub transaction_duration: Histogram,
     up: Gauge,
-    states: [(FlowState, Gauge); 5],
+    /// One gauge per state of [`FlowState::ALL`].
+    states: Box<[(FlowState, Gauge)]>,
 }
 
 /// Something that happened to records in a flow, counted in its status and in one series each.
@@ -227,6 +261,9 @@ pub enum FlowState {
     Running,
     /// Replicating, but at least one partition cannot make progress and is retried.
     Degraded,
+    /// A member of the flow's process group that holds no task (cluster mode): healthy, ready
+    /// to take over. Counts as up: the process is doing its job.
+    Standby,
     /// Recovering from a failure; will run again.
     Restarting,
     /// Stopped by a processor failure under `on_error = "stop"`; needs attention.
@@ -236,10 +273,11 @@ pub enum FlowState {
 }
 
 impl FlowState {
-    /// Every state, in exposition label order.
-    pub const ALL: [FlowState; 5] = [
+    /// Every state that has a `refract_flow_state` series (all but [`FlowState::Starting`]).
+    pub const ALL: [FlowState; 6] = [
         FlowState::Running,
         FlowState::Degraded,
+        FlowState::Standby,
         FlowState::Restarting,
         FlowState::Halted,
         FlowState::Stopped,
@@ -251,22 +289,35 @@ impl FlowState {
             FlowState::Starting => "starting",
             FlowState::Running => "running",
             FlowState::Degraded => "degraded",
+            FlowState::Standby => "standby",
             FlowState::Restarting => "restarting",
             FlowState::Halted => "halted",
             FlowState::Stopped => "stopped",
+        }
+    }
+
+    /// Whether `refract_flow_up` is 1 in this state: running, degraded or standby (a standby
+    /// process is doing its job: ready to take over the flow's tasks).
+    pub fn is_up(self) -> bool {
+        match self {
+            FlowState::Running | FlowState::Degraded | FlowState::Standby => true,
+            FlowState::Starting
+            | FlowState::Restarting
+            | FlowState::Halted
+            | FlowState::Stopped => false,
         }
     }
 }
 
 impl FlowMetrics {
     /// Sets `refract_flow_state` to 1 for `state` and 0 for the others, and `refract_flow_up`
-    /// to 1 only when running (degraded included: its healthy partitions flow).
+    /// to 1 when the flow does its job: running, degraded (its healthy partitions flow) or
+    /// standby (a member of the flow's process group ready to take over).
     pub fn set_state(&self, state: FlowState) {
-        for (s, gauge) in &self.states {
+        for (s, gauge) in self.states.iter() {
             gauge.set(if *s == state { 1.0 } else { 0.0 });
         }
-        let up = matches!(state, FlowState::Running | FlowState::Degraded);
-        self.up.set(if up { 1.0 } else { 0.0 });
+        self.up.set(if state.is_up() { 1.0 } else { 0.0 });
     }
 }
 
@@ -281,6 +332,32 @@ pub struct PluginMetrics {
     pub timeouts: Counter,
     /// Observe each call's duration.
     pub call_duration: Histogram,
+}
+
+/// Series of one flow in cluster mode, where several processes share the flow's tasks through
+/// a consumer group. Register them only for a flow run in cluster mode: without it these series
+/// do not exist (the example alert `FlowUnowned` relies on that).
+#[derive(Debug, Clone)]
+pub struct ClusterMetrics {
+    /// Set to the number of the flow's tasks this process holds now.
+    pub tasks: Gauge,
+    /// Set to the number of members of the flow's group as last seen (0 when unknown).
+    pub members: Gauge,
+    /// 1 while this process holds task 0 and so runs the flow's once-per-flow duties
+    /// (heartbeats, checkpoints, topic creation, config sync), else 0; see
+    /// [`ClusterMetrics::set_duties`].
+    pub duties: Gauge,
+    /// Count each task assignment received (each assign or revoke).
+    pub rebalances: Counter,
+    /// Observe the time to drain and release tasks that moved away (flush, commit, stop).
+    pub handover: Histogram,
+}
+
+impl ClusterMetrics {
+    /// Sets `refract_cluster_duties` to 1 when this process holds the flow's duties, else 0.
+    pub fn set_duties(&self, held: bool) {
+        self.duties.set(if held { 1.0 } else { 0.0 });
+    }
 }
 
 /// Outcome of a configuration reload, the `result` label of `refract_reloads_total`.
@@ -404,17 +481,33 @@ impl Metrics {
                 &labels,
             )?,
             up: self.gauge(FLOW_UP, FLOW_UP_HELP, &labels)?,
-            states: [
-                state(FlowState::Running)?,
-                state(FlowState::Degraded)?,
-                state(FlowState::Restarting)?,
-                state(FlowState::Halted)?,
-                state(FlowState::Stopped)?,
-            ],
+            states: FlowState::ALL
+                .into_iter()
+                .map(state)
+                .collect::<Result<_, _>>()?,
         })
     }
 
-    /// Removes every `refract_*` series of a flow (its own and its plugins').
+    /// Registers (or finds) the cluster-mode series of one flow. Call it only for a flow run in
+    /// cluster mode; the gauges start at 0.
+    pub fn cluster(&self, flow: &str) -> Result<ClusterMetrics, MetricsError> {
+        let labels = [("flow", flow)];
+        Ok(ClusterMetrics {
+            tasks: self.gauge(CLUSTER_TASKS, CLUSTER_TASKS_HELP, &labels)?,
+            members: self.gauge(CLUSTER_MEMBERS, CLUSTER_MEMBERS_HELP, &labels)?,
+            duties: self.gauge(CLUSTER_DUTIES, CLUSTER_DUTIES_HELP, &labels)?,
+            rebalances: self.counter(CLUSTER_REBALANCES_TOTAL, CLUSTER_REBALANCES_HELP, &labels)?,
+            handover: self.histogram(
+                CLUSTER_HANDOVER_SECONDS,
+                CLUSTER_HANDOVER_HELP,
+                CLUSTER_HANDOVER_BUCKETS,
+                &labels,
+            )?,
+        })
+    }
+
+    /// Removes every `refract_*` series of a flow (its own, its plugins', its partitions'
+    /// failure series and its cluster-mode series).
     pub fn remove_flow(&self, flow: &str) -> usize {
         self.remove(REFRACT_PREFIX, &[("flow", flow)])
     }
@@ -536,11 +629,13 @@ mod tests {
     }
 
     /// The dashboard, the alert rules and the monitoring README name only series refract
-    /// has (a renamed series would otherwise leave a panel or an alert silently empty).
+    /// has (a renamed series would otherwise leave a panel or an alert silently empty); the
+    /// README's tables list every series, and the dashboard shows every cluster-mode series.
     #[test]
     fn the_monitoring_examples_name_only_series_that_exist() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/monitoring");
         let mut seen = 0;
+        let mut named = std::collections::BTreeMap::<&str, Vec<String>>::new();
         for file in ["grafana-dashboard.json", "alerts.yml", "README.md"] {
             let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
             for prefix in [REFRACT_PREFIX, "kafka_connect_mirror_"] {
@@ -560,11 +655,37 @@ mod tests {
                         ALL.contains(&base),
                         "{file} names {name}, which refract does not export"
                     );
+                    named.entry(file).or_default().push(base.to_owned());
                     seen += 1;
                 }
             }
         }
         assert!(seen > 20, "only {seen} series names found");
+        let names = |file: &str| named.get(file).cloned().unwrap_or_default();
+        for name in ALL {
+            assert!(
+                names("README.md").iter().any(|n| n == name),
+                "README.md does not list {name}"
+            );
+        }
+        for name in [
+            CLUSTER_TASKS,
+            CLUSTER_MEMBERS,
+            CLUSTER_DUTIES,
+            CLUSTER_REBALANCES_TOTAL,
+            CLUSTER_HANDOVER_SECONDS,
+        ] {
+            assert!(
+                names("grafana-dashboard.json").iter().any(|n| n == name),
+                "the dashboard does not show {name}"
+            );
+        }
+        for name in [CLUSTER_DUTIES, CLUSTER_MEMBERS] {
+            assert!(
+                names("alerts.yml").iter().any(|n| n == name),
+                "alerts.yml does not use {name}"
+            );
+        }
     }
 
     #[test]
@@ -591,23 +712,139 @@ mod tests {
                 r#"refract_flow_state{flow="a->b",state="halted"} 0"#,
                 r#"refract_flow_state{flow="a->b",state="restarting"} 0"#,
                 r#"refract_flow_state{flow="a->b",state="running"} 1"#,
+                r#"refract_flow_state{flow="a->b",state="standby"} 0"#,
                 r#"refract_flow_state{flow="a->b",state="stopped"} 0"#,
             ]
         );
         assert!(samples(&text).contains(&r#"refract_flow_up{flow="a->b"} 1"#));
-        f.set_state(FlowState::Degraded);
-        assert!(samples(&m.render()).contains(&r#"refract_flow_up{flow="a->b"} 1"#));
-        f.set_state(FlowState::Restarting);
-        assert!(samples(&m.render()).contains(&r#"refract_flow_up{flow="a->b"} 0"#));
+        for (state, up) in [
+            (FlowState::Degraded, 1),
+            (FlowState::Standby, 1),
+            (FlowState::Restarting, 0),
+            (FlowState::Halted, 0),
+            (FlowState::Stopped, 0),
+            (FlowState::Starting, 0),
+            (FlowState::Running, 1),
+        ] {
+            f.set_state(state);
+            let text = m.render();
+            let up_line = format!(r#"refract_flow_up{{flow="a->b"}} {up}"#);
+            assert!(samples(&text).contains(&up_line.as_str()), "{state:?}");
+            assert_eq!(state.is_up(), up == 1);
+            let current: Vec<&str> = samples(&text)
+                .into_iter()
+                .filter(|l| l.starts_with(FLOW_STATE) && l.ends_with(" 1"))
+                .collect();
+            let want = format!(
+                r#"refract_flow_state{{flow="a->b",state="{}"}} 1"#,
+                state.as_str()
+            );
+            if state == FlowState::Starting {
+                assert!(current.is_empty(), "{current:?}");
+            } else {
+                assert_eq!(current, [want.as_str()]);
+            }
+        }
+        f.set_state(FlowState::Standby);
+        assert!(
+            samples(&m.render()).contains(&r#"refract_flow_state{flow="a->b",state="standby"} 1"#)
+        );
         let p = m.plugin("mask", "a->b").unwrap();
         p.calls.inc();
         m.plugin("mask", "other").unwrap();
         m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
-        // 5 state + up + inflight + 5 record events + dropped + 2 transactions + 1 duration
+        // 6 state + up + inflight + 5 record events + dropped + 2 transactions + 1 duration
         // + 4 plugin series + degraded.
-        assert_eq!(m.remove_flow("a->b"), 21);
+        assert_eq!(m.remove_flow("a->b"), 22);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
+    }
+
+    #[test]
+    fn standby_is_a_state_with_its_own_series() {
+        assert_eq!(FlowState::Standby.as_str(), "standby");
+        assert!(FlowState::ALL.contains(&FlowState::Standby));
+        assert!(!FlowState::ALL.contains(&FlowState::Starting));
+        let m = Metrics::new();
+        m.flow("f").unwrap().set_state(FlowState::Standby);
+        let text = m.render();
+        let expected = "\
+# HELP refract_flow_state The flow's state: 1 for the current one of running, degraded, standby, restarting, halted, stopped; 0 for the others.
+# TYPE refract_flow_state gauge
+refract_flow_state{flow=\"f\",state=\"degraded\"} 0
+refract_flow_state{flow=\"f\",state=\"halted\"} 0
+refract_flow_state{flow=\"f\",state=\"restarting\"} 0
+refract_flow_state{flow=\"f\",state=\"running\"} 0
+refract_flow_state{flow=\"f\",state=\"standby\"} 1
+refract_flow_state{flow=\"f\",state=\"stopped\"} 0
+# HELP refract_flow_up Whether the flow does its job on this process (1: running, degraded, or standby, a member of the flow's process group that holds no task and is ready to take over) or not (0: starting, restarting, halted, stopped).
+# TYPE refract_flow_up gauge
+refract_flow_up{flow=\"f\"} 1
+";
+        assert!(text.contains(expected), "{text}");
+    }
+
+    #[test]
+    fn cluster_series_render_and_go_with_the_flow() {
+        let m = Metrics::with_const_labels(&[("instance", "p1")]).unwrap();
+        let c = m.cluster("a->b").unwrap();
+        c.tasks.set_i64(3);
+        c.members.set_i64(2);
+        c.set_duties(true);
+        c.rebalances.inc_by(2);
+        c.handover.observe(0.2);
+        c.handover
+            .observe_duration(std::time::Duration::from_secs(90));
+        let expected = "\
+# HELP refract_cluster_duties Whether this process runs the flow's once-per-flow duties (heartbeats, checkpoints, topic creation, config sync) because it holds task 0 (1) or not (0) (cluster mode).
+# TYPE refract_cluster_duties gauge
+refract_cluster_duties{flow=\"a->b\",instance=\"p1\"} 1
+# HELP refract_cluster_handover_seconds Time to drain and release tasks of the flow that moved to another process: flush, commit and stop (cluster mode; seconds).
+# TYPE refract_cluster_handover_seconds histogram
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"0.05\"} 0
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"0.1\"} 0
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"0.25\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"0.5\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"1\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"2.5\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"5\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"10\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"30\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"60\"} 1
+refract_cluster_handover_seconds_bucket{flow=\"a->b\",instance=\"p1\",le=\"+Inf\"} 2
+refract_cluster_handover_seconds_sum{flow=\"a->b\",instance=\"p1\"} 90.2
+refract_cluster_handover_seconds_count{flow=\"a->b\",instance=\"p1\"} 2
+# HELP refract_cluster_members Members of the flow's process group as last seen, 0 when unknown (cluster mode; processes).
+# TYPE refract_cluster_members gauge
+refract_cluster_members{flow=\"a->b\",instance=\"p1\"} 2
+# HELP refract_cluster_rebalances_total Task assignments this process received for the flow, each assign or revoke (cluster mode; assignments).
+# TYPE refract_cluster_rebalances_total counter
+refract_cluster_rebalances_total{flow=\"a->b\",instance=\"p1\"} 2
+# HELP refract_cluster_tasks Tasks of the flow this process holds now (cluster mode; tasks).
+# TYPE refract_cluster_tasks gauge
+refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
+";
+        assert_eq!(m.render(), expected);
+        c.set_duties(false);
+        assert_eq!(c.duties.get(), 0.0);
+        // Registering again finds the same series.
+        assert_eq!(m.cluster("a->b").unwrap().rebalances.get(), 2);
+
+        // remove_flow takes the cluster series with the flow's others, and only that flow's.
+        m.flow("a->b").unwrap();
+        m.cluster("c->d").unwrap().tasks.set_i64(1);
+        // 5 cluster series + 17 of the flow (6 state, up, inflight, 5 record events, dropped,
+        // 2 transactions, transaction duration).
+        assert_eq!(m.remove_flow("a->b"), 5 + 17);
+        assert_eq!(m.remove_flow("a->b"), 0);
+        let text = m.render();
+        assert!(!text.contains("a->b"), "{text}");
+        assert!(
+            samples(&text).contains(&r#"refract_cluster_tasks{flow="c->d",instance="p1"} 1"#),
+            "{text}"
+        );
+        assert_eq!(m.remove_flow("c->d"), 5);
+        assert_eq!(m.render(), "");
     }
 
     #[test]
@@ -675,11 +912,19 @@ mod tests {
         m.reloads(ReloadResult::Ok).unwrap();
         m.partition_errors("f", "x", Some(0), "produce").unwrap();
         m.partition_degraded("f", "x", Some(0)).unwrap();
+        m.cluster("f").unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 11 flow (inflight, 5 record
         // events, the deprecated dropped, transactions, transaction duration, up, state)
-        // + 4 plugin + reloads + 2 partition.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 11 + 4 + 1 + 2);
+        // + 4 plugin + reloads + 2 partition + 5 cluster.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 11 + 4 + 1 + 2 + 5);
+        // Every name in `ALL` was registered.
+        for name in ALL {
+            assert!(
+                text.contains(&format!("# TYPE {name} ")),
+                "{name} not registered"
+            );
+        }
     }
 }

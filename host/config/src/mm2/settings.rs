@@ -67,6 +67,7 @@ pub(super) const SETTINGS: &[Setting] = &[
     row("emit_heartbeats", &["emit.heartbeats.enabled"], Kind::Bool),
     row("heartbeat_interval", &["emit.heartbeats.interval.seconds"], Kind::Seconds),
     row("compression", &["producer.compression.type"], Kind::Text),
+    row("tasks", &["tasks.max"], Kind::Int),
 ];
 
 pub(super) const fn row(toml: &'static str, mm2: &'static [&'static str], kind: Kind) -> Setting {
@@ -129,9 +130,7 @@ pub(super) const DEFAULT_CLASSES: &[(&str, &str)] = &[
 /// Why a Kafka Connect setting refract has no use for is ignored, if `key` is one.
 pub(super) fn not_needed(key: &str) -> Option<&'static str> {
     let starts = |prefixes: &[&str]| prefixes.iter().any(|p| key.starts_with(p));
-    if key == "tasks.max" {
-        Some("refract runs each flow as one task on its own thread")
-    } else if starts(&["key.converter", "value.converter", "header.converter"]) {
+    if starts(&["key.converter", "value.converter", "header.converter"]) {
         Some("refract copies keys, values and headers as bytes, like MM2's ByteArrayConverter")
     } else if starts(&["offset.storage.", "config.storage.", "status.storage."]) {
         Some("refract keeps no Kafka Connect state topics of its own: at-least-once progress is committed to the source group refract-<source>-<target>; the offsets topic is read to take over from MM2 and written by exactly-once flows, created when missing with internal_replication_factor")

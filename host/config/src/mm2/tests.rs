@@ -83,11 +83,12 @@ fn active_standby() {
     assert_eq!(f.checkpoints.interval, Duration::from_secs(10));
     assert!(f.config_sync.enabled && f.acl_sync.enabled);
     assert_eq!(f.refresh_topics_interval, Duration::from_secs(30));
+    // tasks.max = 8: the flow's partitions are divided into 8 tasks.
+    assert_eq!(f.tasks, 8);
     assert_eq!(
         c.notes,
         [
             "primary->backup.topics.exclude (line 10): the .properties format reads `\\.` as `.`, so MirrorMaker 2 and refract both see `.*.internal,__.*`; write `\\\\.` to keep a regex escape",
-            "tasks.max = 8 (line 27): ignored; refract runs each flow as one task on its own thread",
             "MirrorMaker 2 would also emit heartbeats for backup->primary, whose flows are not enabled; refract emits heartbeats only in enabled flows",
         ]
     );
@@ -189,7 +190,6 @@ fn two_clusters_regex() {
     assert_eq!(
         c.notes,
         [
-            "tasks.max = 5 (line 3): ignored; refract runs each flow as one task on its own thread",
             "MirrorMaker 2 would also emit heartbeats for kafka2->kafka1, whose flows are not enabled; refract emits heartbeats only in enabled flows",
         ]
     );
@@ -202,8 +202,11 @@ fn load_dispatches_on_the_extension_and_keeps_warnings() {
     let p = Pipeline::load(&path).unwrap();
     assert_eq!(p.file, path);
     assert_eq!(p.flows[0].name(), "primary->backup");
-    assert_eq!(p.warnings.len(), 3);
-    assert!(p.warnings[1].starts_with(&format!("{}: tasks.max = 8", path.display())));
+    assert_eq!(p.warnings.len(), 2);
+    assert!(p.warnings[1].starts_with(&format!(
+        "{}: MirrorMaker 2 would also emit",
+        path.display()
+    )));
 
     let p = load_text(&format!(
         "{TWO}transforms = x\ntopic.filter.class = com.x.F\n"

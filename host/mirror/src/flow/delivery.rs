@@ -391,7 +391,7 @@ impl FlowRunner {
         if let Some(codec) = &self.flow.delivery.compression {
             forced.push(("compression.type", codec.as_str()));
         }
-        let transactional_id = super::transactional_id(&self.flow);
+        let transactional_id = super::transactional_id(&self.flow, self.task);
         if self.exactly_once() {
             forced.push(("transactional.id", transactional_id.as_str()));
         }

@@ -65,8 +65,22 @@ impl FlowRunner {
             .into_iter()
             .collect();
         let mut added = std::mem::take(&mut slots.unresumed);
+        slots.awaiting_remote = false;
         for route in &plan.routes {
+            // Only task 0 creates and grows remote topics; the others wait for them.
+            let duties = self.task.duties();
             let usable = match target_topics.get(&route.remote_topic) {
+                None if !duties => {
+                    if (0..route.partitions).any(|p| self.task.owns(&route.source_topic, p)) {
+                        debug!(flow = %name, "{}: waiting for task 0 to create {} on {}", self.task, route.remote_topic, self.target.alias);
+                        slots.awaiting_remote = true;
+                    }
+                    continue;
+                }
+                Some(&have) if have < route.partitions && !duties => {
+                    slots.awaiting_remote = true;
+                    have
+                }
                 None => match create_topic(
                     &clients.admin,
                     &route.remote_topic,
@@ -124,7 +138,7 @@ impl FlowRunner {
                 .by_topic
                 .entry(route.source_topic.clone())
                 .or_default();
-            for partition in 0..usable {
+            for partition in (0..usable).filter(|&p| self.task.owns(&route.source_topic, p)) {
                 let p = partition as usize;
                 if entry.len() <= p {
                     entry.resize(p + 1, None);
@@ -162,11 +176,20 @@ impl FlowRunner {
                 }
             }
         }
-        lock(&self.status).routes = plan
-            .routes
-            .iter()
-            .map(|r| (r.source_topic.clone(), r.remote_topic.clone()))
-            .collect();
+        {
+            let mut status = lock(&self.status);
+            status.routes = plan
+                .routes
+                .iter()
+                .map(|r| (r.source_topic.clone(), r.remote_topic.clone()))
+                .collect();
+            status.partitions = slots
+                .slots
+                .iter()
+                .map(|s| format!("{}[{}]", s.topic, s.partition))
+                .collect();
+            status.partitions.sort();
+        }
         if !added.is_empty() {
             let resumed = self
                 .resume(clients, slots, &added, policy)

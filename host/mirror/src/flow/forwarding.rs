@@ -175,7 +175,13 @@ impl FlowRunner {
         for _ in 0..MAX_POLL_BATCH {
             let msg = match queue.poll(timeout) {
                 None => break,
-                Some(Polled::Other) => continue,
+                // A log or stats event: the wait for records is over (a consumer with nothing
+                // assigned may get a stream of them, and waiting the full timeout after each
+                // would hold the run loop, its discovery included, for minutes).
+                Some(Polled::Other) => {
+                    timeout = Duration::ZERO;
+                    continue;
+                }
                 Some(Polled::Error(e)) => {
                     timeout = Duration::ZERO;
                     self.read_failed(clients, slots, e)?;

@@ -86,7 +86,7 @@ impl FlowRunner {
             };
             wanted.push((meta, admin, cluster, &sync_topic));
         }
-        if self.flow.heartbeats.enabled {
+        if self.flow.heartbeats.enabled && self.task.duties() {
             wanted.push((on_target.0, on_target.1, on_target.2, &heartbeats_topic));
             if self.reverse_heartbeats() {
                 wanted.push((on_source.0, on_source.1, on_source.2, &heartbeats_topic));
@@ -153,7 +153,11 @@ impl FlowRunner {
                 lock(&self.status).offset_syncs += sent as u64;
             }
         }
-        if self.flow.heartbeats.enabled && Instant::now() >= internals.next_heartbeat {
+        // Heartbeats are a once-per-flow duty: task 0's.
+        if self.flow.heartbeats.enabled
+            && self.task.duties()
+            && Instant::now() >= internals.next_heartbeat
+        {
             internals.next_heartbeat = Instant::now() + self.flow.heartbeats.interval;
             let now = now_ms();
             let forward = Heartbeat {

@@ -16,12 +16,14 @@ use refract_config::{ClientRole, Cluster, Flow, OnError};
 use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy};
 
 use crate::chain::Chain;
+use crate::cluster::TaskId;
 use crate::source_queue::SourceQueue;
 
 use crate::clients::REQUEST_TIMEOUT;
 use crate::planner::{TopicPlan, TopicPlanner};
 use refract_telemetry::{FlowMetrics, FlowState, Metrics};
 
+mod board;
 mod delivery;
 mod discovery;
 mod events;
@@ -33,6 +35,7 @@ mod slots;
 mod status;
 mod transactions;
 
+pub use board::FlowBoard;
 use delivery::{flush_producer, poll_producer, Clients, Progress};
 use forwarding::publish_stats;
 use internals::Internals;
@@ -57,6 +60,9 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// `stalled` (degraded).
 pub const STALL_AFTER: Duration = Duration::from_secs(60);
 
+/// How often a task other than task 0 looks again for remote topics task 0 has yet to create.
+const AWAIT_REMOTE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How often gathered per-record observations are handed to the metrics registry.
 const STATS_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -70,8 +76,8 @@ pub fn progress_group(flow: &Flow) -> String {
     format!("refract-{}-{}", flow.source, flow.target)
 }
 
-/// What every thread of one flow shares: its settings, its two clusters, the stop signal and
-/// the status they report into.
+/// What a thread of one flow (a task, its checkpoints) starts from: the flow's settings, its
+/// two clusters, the thread's stop signal and the board its status is merged on.
 #[derive(Clone)]
 pub struct FlowContext {
     /// The flow's settings.
@@ -80,16 +86,21 @@ pub struct FlowContext {
     pub source: Cluster,
     /// Its target cluster.
     pub target: Cluster,
-    /// Set to stop every thread of the flow.
+    /// Set to stop the thread.
     pub stop: Arc<AtomicBool>,
-    /// The status its threads update.
-    pub status: SharedStatus,
+    /// Where the flow's status is put together.
+    pub board: Arc<FlowBoard>,
 }
 
-/// The `transactional.id` of an exactly-once flow's target producer: the same in every process
-/// that runs the flow, so the newest fences the others.
-pub fn transactional_id(flow: &Flow) -> String {
-    format!("refract-{}-{}", flow.source, flow.target)
+/// The `transactional.id` of an exactly-once task's target producer: the same in every process
+/// that runs the task, so the newest fences the others: `refract-<source>-<target>` for a flow
+/// of one task, `refract-<source>-<target>-<task>` when it has several.
+pub fn transactional_id(flow: &Flow, task: TaskId) -> String {
+    if task.count <= 1 {
+        format!("refract-{}-{}", flow.source, flow.target)
+    } else {
+        format!("refract-{}-{}-{}", flow.source, flow.target, task.index)
+    }
 }
 
 /// A flow's plugins: its policy and its processors in order.
@@ -101,11 +112,15 @@ pub struct PluginSet {
     pub processors: Vec<(Arc<ProcessorPlugin>, OnError)>,
 }
 
-/// Runs one flow until asked to stop.
+/// Runs one task of a flow (the whole flow when it has one task) until asked to stop.
 pub struct FlowRunner {
     flow: Flow,
     source: Cluster,
     target: Cluster,
+    /// Which of the flow's partitions it mirrors, and whether it does the once-per-flow duties.
+    task: TaskId,
+    /// Where its status is merged with the flow's other tasks'.
+    board: Arc<FlowBoard>,
     /// The plugins in use (a restart picks up the latest swapped-in set).
     plugins: Mutex<PluginSet>,
     /// A set handed in by [`FlowRunner::swap_plugins`], taken at the next batch boundary.
@@ -124,19 +139,22 @@ pub struct FlowRunner {
 }
 
 impl FlowRunner {
-    /// A runner for the flow in `context`, with `plugins`.
-    pub fn new(context: FlowContext, plugins: PluginSet) -> Self {
+    /// A runner for `task` of the flow in `context`, with `plugins`.
+    pub fn new(context: FlowContext, task: TaskId, plugins: PluginSet) -> Self {
         let FlowContext {
             flow,
             source,
             target,
             stop,
-            status,
+            board,
         } = context;
+        let status = board.add_task(task.index);
         Self {
             flow,
             source,
             target,
+            task,
+            board,
             plugins: Mutex::new(plugins),
             pending_swap: Mutex::new(None),
             stop,
@@ -302,10 +320,14 @@ impl FlowRunner {
                             self.set_partition_gauge("", None, false);
                             self.publish_degraded(&slots);
                         }
-                        if Instant::now() >= internals.next_config_sync {
+                        // Config and ACL sync are once-per-flow duties: task 0's.
+                        if self.task.duties() && Instant::now() >= internals.next_config_sync {
                             self.sync_configs(clients, &plan, &mut internals);
                         }
-                        if !internals.acl_sync_off && Instant::now() >= internals.next_acl_sync {
+                        if self.task.duties()
+                            && !internals.acl_sync_off
+                            && Instant::now() >= internals.next_acl_sync
+                        {
                             self.sync_acls(clients, &plan, &mut internals);
                         }
                         last_plan = plan
@@ -318,7 +340,13 @@ impl FlowRunner {
                         warn!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
                     }
                 }
-                next_discovery = Instant::now() + self.flow.refresh_topics_interval;
+                // A task waiting for task 0 to create a remote topic looks again soon.
+                next_discovery = Instant::now()
+                    + if slots.awaiting_remote {
+                        AWAIT_REMOTE_INTERVAL.min(self.flow.refresh_topics_interval)
+                    } else {
+                        self.flow.refresh_topics_interval
+                    };
             }
             self.forward_batch(clients, &queue, &mut slots, &progress, &mut chain)?;
             poll_producer(clients, Duration::ZERO);

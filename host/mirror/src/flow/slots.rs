@@ -48,6 +48,8 @@ pub(super) struct Slots {
     /// Partitions added whose resume (or assignment) failed: tried again at the next
     /// discovery, so a failed read of their positions cannot leave them unread.
     pub(super) unresumed: Vec<usize>,
+    /// A remote topic this task mirrors into does not exist yet and only task 0 creates it.
+    pub(super) awaiting_remote: bool,
 }
 
 impl Slots {

@@ -13,10 +13,10 @@ use crate::degraded::Degraded;
 
 use refract_telemetry::{FlowState, RecordEvent};
 
+use super::board::FlowBoard;
 use super::delivery::{Clients, Progress};
 use super::slots::{cached_high_watermark, Slot, Slots};
 use super::{lock, FlowRunner, STALL_AFTER};
-use refract_telemetry::FlowMetrics;
 
 /// What a running flow has done, shared with whoever started it.
 #[derive(Debug, Default, Clone)]
@@ -79,6 +79,12 @@ pub struct FlowStatus {
     pub halted: Option<String>,
     /// The last failure, if any.
     pub last_error: Option<String>,
+    /// The flow's tasks this process runs (all of them outside cluster mode).
+    pub tasks: Vec<u32>,
+    /// The source partitions (`topic[partition]`) this process mirrors now.
+    pub partitions: Vec<String>,
+    /// Cluster mode: the flow's group, its members and what each holds.
+    pub cluster: Option<crate::cluster::ClusterView>,
 }
 
 impl FlowStatus {
@@ -95,8 +101,8 @@ impl FlowStatus {
     }
 
     /// Running or degraded, derived from what is known now (degraded partitions, clusters that
-    /// do not answer, a stall, failing checkpoints); other states (starting, restarting,
-    /// halted, stopped) as they are.
+    /// do not answer, a stall, failing checkpoints); other states (starting, standby,
+    /// restarting, halted, stopped) as they are.
     pub fn health(&self) -> FlowState {
         if !matches!(self.state, FlowState::Running | FlowState::Degraded) {
             return self.state;
@@ -112,27 +118,19 @@ impl FlowStatus {
         }
     }
 
-    /// Whether the flow is running with nothing degraded: what `/health` asks of every flow.
+    /// Whether the flow is running with nothing degraded, or on standby (cluster mode: this
+    /// process holds none of its tasks and is ready to take them over): what `/health` asks of
+    /// every flow.
     pub fn healthy(&self) -> bool {
-        self.health() == FlowState::Running
+        matches!(self.health(), FlowState::Running | FlowState::Standby)
     }
 }
 
 /// Shows (`Some`) or clears (`None`) a failure of the flow's checkpoints in its status, its
 /// state and its `refract_flow_state` series. Returns whether they were failing before.
-pub(crate) fn set_checkpoints_failing(
-    status: &SharedStatus,
-    metrics: Option<&FlowMetrics>,
-    why: Option<String>,
-) -> bool {
-    let mut s = lock(status);
-    let was = std::mem::replace(&mut s.checkpoints_failing, why).is_some();
-    let state = s.health();
-    s.state = state;
-    drop(s);
-    if let Some(m) = metrics {
-        m.set_state(state);
-    }
+pub(crate) fn set_checkpoints_failing(board: &FlowBoard, why: Option<String>) -> bool {
+    let was = std::mem::replace(&mut lock(board.shared()).checkpoints_failing, why).is_some();
+    board.publish_state();
     was
 }
 
@@ -238,16 +236,12 @@ impl FlowRunner {
         let state = status.health();
         status.state = state;
         drop(status);
-        if let Some(m) = &self.flow_metrics {
-            m.set_state(state);
-        }
+        self.board.publish_state();
     }
 
     pub(super) fn set_state(&self, state: FlowState) {
-        if let Some(m) = &self.flow_metrics {
-            m.set_state(state);
-        }
         lock(&self.status).state = state;
+        self.board.publish_state();
     }
 
     /// Notes a failed run in the shared status.

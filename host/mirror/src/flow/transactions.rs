@@ -90,7 +90,7 @@ impl FlowRunner {
     pub(super) fn fenced(&self) -> Fenced {
         Fenced {
             flow: self.flow.name(),
-            id: transactional_id(&self.flow),
+            id: transactional_id(&self.flow, self.task),
             cluster: self.target.alias.clone(),
         }
     }
@@ -109,7 +109,7 @@ impl FlowRunner {
                 format!(
                     "flow {name}: starting transactions on cluster {} (transactional.id {}); exactly-once needs a cluster with transactions and Write on that transactional id",
                     self.target.alias,
-                    transactional_id(&self.flow)
+                    transactional_id(&self.flow, self.task)
                 )
             });
         }
@@ -141,7 +141,7 @@ impl FlowRunner {
             .producer
             .begin_transaction()
             .with_context(|| format!("flow {name}: beginning a transaction"))?;
-        info!(flow = %name, "exactly-once: transactional.id {}, positions in {topic} on {}, a transaction every {:?}", transactional_id(&self.flow), self.target.alias, self.flow.delivery.transaction_interval);
+        info!(flow = %name, "exactly-once: transactional.id {}, positions in {topic} on {}, a transaction every {:?}", transactional_id(&self.flow, self.task), self.target.alias, self.flow.delivery.transaction_interval);
         Ok(Transactions {
             began: Instant::now(),
             due: Instant::now() + self.flow.delivery.transaction_interval,
@@ -168,7 +168,7 @@ impl FlowRunner {
             .consumer
             .committed_offsets(tpl, REQUEST_TIMEOUT)
             .context("reading the flow's committed source positions")?;
-        let id = format!("{}-positions", transactional_id(&self.flow));
+        let id = format!("{}-positions", transactional_id(&self.flow, self.task));
         let positions = read_positions(&self.flow, &self.target, &id)?;
         for elem in committed.elements() {
             let Some(i) = slots.find(elem.topic(), elem.partition()) else {

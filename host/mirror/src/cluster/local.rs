@@ -1,0 +1,341 @@
+//! The tasks of one flow this process runs: each task a [`FlowRunner`] on a thread of its own
+//! (with its cluster watch), and the flow's checkpoints beside task 0.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tracing::{error, info};
+
+use refract_config::{Cluster, Flow};
+use refract_telemetry::Metrics;
+
+use crate::chain::Halt;
+use crate::checkpoint::CheckpointRunner;
+use crate::flow::{lock, FlowBoard, FlowContext, FlowRunner, PluginSet};
+use crate::Fenced;
+
+use super::TaskId;
+
+/// Longest pause between restarts of a failing task.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// A task running on its threads.
+struct RunningTask {
+    runner: Arc<FlowRunner>,
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+/// The flow's checkpoints running on their thread.
+struct RunningCheckpoints {
+    runner: Arc<CheckpointRunner>,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// The tasks of one flow this process runs, started and stopped one by one.
+pub(crate) struct FlowTasks {
+    flow: Flow,
+    source: Cluster,
+    target: Cluster,
+    board: Arc<FlowBoard>,
+    /// The latest plugins: tasks started later get these.
+    plugins: Mutex<PluginSet>,
+    reverse_heartbeats: AtomicBool,
+    metrics: Metrics,
+    drain: Duration,
+    running: Mutex<BTreeMap<u32, RunningTask>>,
+    checkpoints: Mutex<Option<RunningCheckpoints>>,
+}
+
+impl FlowTasks {
+    /// Nothing running yet.
+    pub(crate) fn new(
+        flow: Flow,
+        source: Cluster,
+        target: Cluster,
+        board: Arc<FlowBoard>,
+        plugins: PluginSet,
+        reverse_heartbeats: bool,
+        metrics: Metrics,
+        drain: Duration,
+    ) -> Self {
+        Self {
+            flow,
+            source,
+            target,
+            board,
+            plugins: Mutex::new(plugins),
+            reverse_heartbeats: AtomicBool::new(reverse_heartbeats),
+            metrics,
+            drain,
+            running: Mutex::new(BTreeMap::new()),
+            checkpoints: Mutex::new(None),
+        }
+    }
+
+    /// The flow's settings.
+    pub(crate) fn flow(&self) -> &Flow {
+        &self.flow
+    }
+
+    /// The flow's source cluster.
+    pub(crate) fn source(&self) -> &Cluster {
+        &self.source
+    }
+
+    /// Where the flow's status is put together.
+    pub(crate) fn board(&self) -> &Arc<FlowBoard> {
+        &self.board
+    }
+
+    /// The flow's shutdown budget for flushing and committing.
+    pub(crate) fn drain(&self) -> Duration {
+        self.drain
+    }
+
+    /// The tasks running now.
+    pub(crate) fn held(&self) -> Vec<u32> {
+        lock(&self.running).keys().copied().collect()
+    }
+
+    /// Starts every task of the flow (outside cluster mode).
+    pub(crate) fn start_all(&self) -> Result<()> {
+        for index in 0..self.flow.tasks {
+            self.start(index)?;
+        }
+        Ok(())
+    }
+
+    /// Starts task `index` (and, for task 0, the checkpoints), unless it runs already.
+    pub(crate) fn start(&self, index: u32) -> Result<()> {
+        let mut running = lock(&self.running);
+        if running.contains_key(&index) {
+            return Ok(());
+        }
+        let task = TaskId::new(index, self.flow.tasks);
+        let name = self.thread_label(task);
+        let stop = Arc::new(AtomicBool::new(false));
+        let runner = Arc::new(
+            FlowRunner::new(
+                self.context(stop.clone()),
+                task,
+                lock(&self.plugins).clone(),
+            )
+            .with_reverse_heartbeats(
+                task.duties() && self.reverse_heartbeats.load(Ordering::Relaxed),
+            )
+            .with_metrics(self.metrics.clone())
+            .with_drain_timeout(self.drain),
+        );
+        let mut handles = Vec::new();
+        let watch_runner = runner.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("watch {name}"))
+                .spawn(move || watch_runner.watch_clusters())
+                .with_context(|| format!("starting the cluster watch of {name}"))?,
+        );
+        let thread_runner = runner.clone();
+        let thread_stop = stop.clone();
+        let thread_name = name.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("flow {name}"))
+                .spawn(move || supervise(&thread_name, thread_runner.as_ref(), &thread_stop))
+                .with_context(|| format!("starting {name}"))?,
+        );
+        running.insert(
+            index,
+            RunningTask {
+                runner,
+                stop,
+                handles,
+            },
+        );
+        drop(running);
+        if task.duties() && self.flow.checkpoints.enabled {
+            self.start_checkpoints()?;
+        }
+        info!(flow = %self.flow.name(), "started {name}");
+        Ok(())
+    }
+
+    /// Stops `indexes` (their stop flags are set together, so they drain side by side) and
+    /// waits for each to flush and commit. With `release` they leave the flow's status (they
+    /// moved to another process); otherwise they stay in it as stopped.
+    pub(crate) fn stop(&self, indexes: &[u32], release: bool) {
+        let stopping: Vec<(u32, RunningTask)> = {
+            let mut running = lock(&self.running);
+            indexes
+                .iter()
+                .filter_map(|i| running.remove(i).map(|t| (*i, t)))
+                .collect()
+        };
+        let checkpoints = if indexes.contains(&0) {
+            lock(&self.checkpoints).take()
+        } else {
+            None
+        };
+        for (_, t) in &stopping {
+            t.stop.store(true, Ordering::Relaxed);
+        }
+        if let Some(c) = &checkpoints {
+            c.stop.store(true, Ordering::Relaxed);
+        }
+        for (index, t) in stopping {
+            for handle in t.handles {
+                if handle.join().is_err() {
+                    error!(flow = %self.flow.name(), "a thread of task {index} panicked");
+                }
+            }
+            if release {
+                self.board.remove_task(index);
+            }
+        }
+        if let Some(c) = checkpoints {
+            if c.handle.join().is_err() {
+                error!(flow = %self.flow.name(), "the checkpoints thread panicked");
+            }
+        }
+    }
+
+    /// Stops every task this process runs (see [`FlowTasks::stop`]).
+    pub(crate) fn stop_all(&self, release: bool) {
+        let held = self.held();
+        self.stop(&held, release);
+    }
+
+    /// Hands new plugins to every running task and the checkpoints, and to tasks started later.
+    pub(crate) fn swap_plugins(&self, set: PluginSet) {
+        if let Some(c) = lock(&self.checkpoints).as_ref() {
+            c.runner.swap_policy(set.policy.clone());
+        }
+        for t in lock(&self.running).values() {
+            t.runner.swap_plugins(set.clone());
+        }
+        *lock(&self.plugins) = set;
+    }
+
+    /// A flow in the other direction now writes the reverse pair's heartbeats.
+    pub(crate) fn stop_reverse_heartbeats(&self) {
+        self.reverse_heartbeats.store(false, Ordering::Relaxed);
+        for t in lock(&self.running).values() {
+            t.runner.stop_reverse_heartbeats();
+        }
+    }
+
+    fn start_checkpoints(&self) -> Result<()> {
+        let mut slot = lock(&self.checkpoints);
+        if slot.is_some() {
+            return Ok(());
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let runner = Arc::new(
+            CheckpointRunner::new(
+                self.context(stop.clone()),
+                lock(&self.plugins).policy.clone(),
+            )
+            .with_metrics(self.metrics.clone()),
+        );
+        let thread_runner = runner.clone();
+        let thread_stop = stop.clone();
+        let thread_name = runner.name();
+        let handle = std::thread::Builder::new()
+            .name(thread_name.clone())
+            .spawn(move || supervise(&thread_name, thread_runner.as_ref(), &thread_stop))
+            .with_context(|| format!("starting the checkpoints of flow {}", self.flow.name()))?;
+        *slot = Some(RunningCheckpoints {
+            runner,
+            stop,
+            handle,
+        });
+        Ok(())
+    }
+
+    fn context(&self, stop: Arc<AtomicBool>) -> FlowContext {
+        FlowContext {
+            flow: self.flow.clone(),
+            source: self.source.clone(),
+            target: self.target.clone(),
+            stop,
+            board: self.board.clone(),
+        }
+    }
+
+    /// `A->B`, or `A->B task 2/4` when the flow has several tasks.
+    fn thread_label(&self, task: TaskId) -> String {
+        if task.count > 1 {
+            format!("{} {task}", self.flow.name())
+        } else {
+            self.flow.name()
+        }
+    }
+}
+
+/// Something [`supervise`] restarts until it returns Ok.
+pub(crate) trait Task {
+    fn run(&self) -> Result<()>;
+    fn record_failure(&self, error: &anyhow::Error);
+}
+
+impl Task for FlowRunner {
+    fn run(&self) -> Result<()> {
+        FlowRunner::run(self)
+    }
+    fn record_failure(&self, error: &anyhow::Error) {
+        FlowRunner::record_failure(self, error)
+    }
+}
+
+impl Task for CheckpointRunner {
+    fn run(&self) -> Result<()> {
+        CheckpointRunner::run(self)
+    }
+    fn record_failure(&self, error: &anyhow::Error) {
+        CheckpointRunner::record_failure(self, error)
+    }
+}
+
+/// Runs `runner` until it returns Ok, restarting it with backoff after a failure (not after a
+/// halt or a fence: those need attention).
+pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let started = Instant::now();
+        match runner.run() {
+            Ok(()) => return,
+            Err(e) => {
+                runner.record_failure(&e);
+                if let Some(halt) = e.downcast_ref::<Halt>() {
+                    error!(flow = %name, "flow halted; fix the processor and restart refract: {halt}");
+                    return;
+                }
+                if let Some(fenced) = e.downcast_ref::<Fenced>() {
+                    error!(flow = %name, "{fenced}");
+                    return;
+                }
+                if stop.load(Ordering::Relaxed) {
+                    error!(flow = %name, "flow failed while stopping: {e:#}");
+                    return;
+                }
+                if started.elapsed() > MAX_BACKOFF * 2 {
+                    backoff = Duration::from_secs(1);
+                }
+                error!(flow = %name, "flow failed, restarting from its last commit in {backoff:?}: {e:#}");
+                let until = Instant::now() + backoff;
+                while Instant::now() < until {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
