@@ -496,3 +496,117 @@ fn heartbeat_times(b: &Broker) -> Vec<i64> {
     times.sort_unstable();
     times
 }
+
+/// Outside cluster mode one process runs every task of a flow, each with its own consumer,
+/// producer and (exactly-once) `transactional.id`: `refract-a-b-0`, `-1`, `-2`.
+#[test]
+fn one_process_runs_every_task_each_with_its_own_transactional_id() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("tasks");
+    a.create_topic(&topic, 6);
+    let records = sample_records("tasks", 6, 600);
+    a.produce(&topic, &records);
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(
+            &[("a", &a), ("b", &b)],
+            &format!(
+                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\ntasks = 3\n\
+                 delivery = \"exactly-once\"\ntransaction_interval = \"300ms\"\n\
+                 emit_checkpoints = false\nreplication_factor = 1\ninternal_replication_factor = 1\n"
+            )
+        )
+    );
+    let refract = Refract::start(&text, &[]);
+    let want = by_partition(&records, 6);
+    let remote = format!("a.{topic}");
+    let mut got = Vec::new();
+    refract.wait("read_committed consumers to see every record", || {
+        got = b.read_isolated(&remote, "read_committed");
+        got.len() == 6 && got.iter().zip(&want).all(|(g, w)| g.len() >= w.len())
+    });
+    let values = |rs: &[Vec<TestRecord>]| -> Vec<Vec<Option<Vec<u8>>>> {
+        rs.iter()
+            .map(|p| p.iter().map(|r| r.value.clone()).collect())
+            .collect()
+    };
+    assert_eq!(values(&got), values(&want), "each record once, in order");
+    let log = refract.log();
+    for task in 0..3 {
+        assert!(
+            log.contains(&format!("transactional.id refract-a-b-{task},")),
+            "task {task}'s transactional id:\n{log}"
+        );
+    }
+    let (_, body) = http(&refract.metrics_addr(), "GET", "/status");
+    let status: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(status["flows"][0]["tasks"], serde_json::json!([0, 1, 2]));
+    let partitions = status["flows"][0]["partitions"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(partitions >= 6, "{status:#}");
+}
+
+/// A process that holds no task (two processes, one task) stands by: `/health` says 200 and its
+/// flow `standby`; when the holder is killed it takes the task over and mirrors on.
+#[test]
+fn a_process_without_a_task_stands_by_healthy_and_takes_over() {
+    let a = Broker::start_with("a", &[("group.min.session.timeout.ms", "1000")]);
+    let b = Broker::start("b");
+    let topic = unique("standby");
+    a.create_topic(&topic, 2);
+    let producing = Producing::start(&a, &topic, 2);
+    let text = cluster_pipeline(
+        &a,
+        &b,
+        std::slice::from_ref(&topic),
+        "emit_checkpoints = false\n",
+    )
+    .replace("tasks = 6", "tasks = 1");
+    let mut p1 = Process::start(&text, "p1");
+    wait_or_explain("p1 to hold the task", || p1.tasks() == [0], || logs(&[&p1]));
+    let p2 = Process::start(&text, "p2");
+    wait_or_explain(
+        "p2 to join and stand by (two members in p1's view)",
+        || {
+            p1.flow()
+                .is_some_and(|f| f["cluster"]["members"].as_array().map_or(0, Vec::len) == 2)
+                && p2.flow().is_some_and(|f| f["state"] == "standby")
+        },
+        || logs(&[&p1, &p2]),
+    );
+    let addr = p2.addr.clone().expect("p2's endpoint");
+    let (code, text_health) = http(&addr, "GET", "/health");
+    assert_eq!(code, 200, "a standby process is healthy: {text_health}");
+    assert!(p2.tasks().is_empty());
+    assert!(!p2.duties());
+    let remote = format!("a.{topic}");
+    let mark: i64 = b.counts(&remote).iter().sum();
+    p1.refract.kill();
+    wait_or_explain(
+        "p2 to take the task over and mirror on",
+        || p2.tasks() == [0] && b.counts(&remote).iter().sum::<i64>() > mark + 50,
+        || logs(&[&p2]),
+    );
+    assert!(p2.duties(), "task 0's holder runs the flow's duties");
+    let produced = producing.finish();
+    let want = a.read_all(&topic);
+    let mut got = Vec::new();
+    wait_or_explain(
+        "every record on the target",
+        || {
+            got = b.read_all(&remote);
+            got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| g.len() >= w.len())
+        },
+        || logs(&[&p2]),
+    );
+    for (g, w) in got.iter().zip(&want) {
+        let values: BTreeSet<_> = g.iter().map(|r| r.value.clone()).collect();
+        assert!(
+            w.iter().all(|r| values.contains(&r.value)),
+            "a record was lost"
+        );
+    }
+    println!("standby took over: {produced} records, none lost");
+}

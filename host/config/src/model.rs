@@ -1308,6 +1308,48 @@ mod mm2_settings_tests {
     }
 
     #[test]
+    fn tasks_and_cluster_mode_parse_and_are_checked() {
+        let p = parse("").unwrap();
+        assert_eq!(p.flows[0].tasks, 1);
+        assert_eq!(p.cluster, None, "cluster mode is off without [cluster]");
+        assert_eq!(parse("tasks = 6").unwrap().flows[0].tasks, 6);
+        for bad in ["tasks = 0", "tasks = -1", "tasks = 1025"] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.key, "flow[0].tasks", "{bad}");
+            assert!(e.message.contains("between 1 and 1024"), "{e}");
+        }
+        let with = |cluster: &str| {
+            let text = format!("[cluster]\n{cluster}\n{HEAD}");
+            Pipeline::parse_with_env(Path::new("p.toml"), &text, &|name: &str| match name {
+                "POD" => Ok("refract-7d9f-x2".to_string()),
+                _ => Err(std::env::VarError::NotPresent),
+            })
+        };
+        let c = with("").unwrap().cluster.unwrap();
+        assert_eq!(c.instance, None);
+        assert_eq!(c.session_timeout, defaults::SESSION_TIMEOUT);
+        let c = with("instance = \"${env:POD}\"\nsession_timeout = \"6s\"")
+            .unwrap()
+            .cluster
+            .unwrap();
+        assert_eq!(c.instance.as_deref(), Some("refract-7d9f-x2"));
+        assert_eq!(c.session_timeout, Duration::from_secs(6));
+        assert_eq!(with("enabled = false").unwrap().cluster, None);
+        let cases = [
+            ("instance = \"a b\"", "cluster.instance", "`a b` may only hold"),
+            ("instance = \"\"", "cluster.instance", "is empty"),
+            ("instance = \"${env:NOPE}\"", "cluster.instance", "NOPE"),
+            ("session_timeout = \"500ms\"", "cluster.session_timeout", "between 1s and 30m"),
+            ("sessions = 3", "sessions", "unknown field `sessions`, expected one of `enabled`, `instance`, `session_timeout`"),
+        ];
+        for (text, key, says) in cases {
+            let e = with(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn mm2_defaults() {
         let p = parse("").unwrap();
         let f = &p.flows[0];

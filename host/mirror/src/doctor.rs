@@ -1189,6 +1189,7 @@ fn flow_needs(
     prepared: &PreparedFlow,
     source: Option<&Session>,
     has_reverse: bool,
+    clustered: bool,
 ) -> Result<(Vec<Need>, Vec<Need>)> {
     let flow: &Flow = &prepared.flow;
     let name = flow.name();
@@ -1405,6 +1406,28 @@ fn flow_needs(
             "ACL sync (CreateAcls)",
         ));
     }
+    if clustered {
+        // Cluster mode: the processes divide the flow's tasks in a group on the source, over a
+        // topic with a partition per task.
+        on_source.push(need(
+            Resource::Topic(crate::cluster::coordination_topic(flow)),
+            &[
+                RD_KAFKA_ACL_OPERATION_CREATE,
+                RD_KAFKA_ACL_OPERATION_READ,
+                RD_KAFKA_ACL_OPERATION_DESCRIBE,
+            ],
+            true,
+            true,
+            "cluster mode: tasks topic",
+        ));
+        on_source.push(need(
+            Resource::Group(crate::cluster::coordination_group(flow)),
+            &[RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_OPERATION_DESCRIBE],
+            false,
+            true,
+            "cluster mode: the processes' group",
+        ));
+    }
     if flow.delivery.mode == DeliveryMode::ExactlyOnce {
         on_target.push(need(
             Resource::Topic(flow.mm2_offsets_topic.clone()),
@@ -1507,7 +1530,8 @@ pub fn check_connect(pipeline: &Pipeline, flows: &[PreparedFlow]) -> Result<Repo
             .flows
             .iter()
             .any(|f| f.source == p.flow.target && f.target == p.flow.source);
-        let (on_source, on_target) = flow_needs(p, source, has_reverse)?;
+        let (on_source, on_target) =
+            flow_needs(p, source, has_reverse, pipeline.cluster.is_some())?;
         let rf_remote = p.flow.replication_factor;
         let rf_internal = p.flow.internal_replication_factor;
         for (alias, list) in [(&p.flow.source, on_source), (&p.flow.target, on_target)] {

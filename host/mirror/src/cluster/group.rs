@@ -32,6 +32,10 @@ use super::{
 /// Longest pause before joining the group again after a failure.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// How long a stopping process waits to leave its group (then it closes anyway; the group
+/// drops it after the session timeout).
+const LEAVE_WITHIN: Duration = Duration::from_secs(3);
+
 /// Most source partitions whose lag is computed per member at each describe.
 const MAX_LAG_PARTITIONS: usize = 2000;
 
@@ -295,8 +299,9 @@ fn session(
         }
     }
     // Leaving: drain and commit every task first, then leave the group so the others take the
-    // tasks over at once (a static member stays in the group until its session times out: a
-    // restart within it keeps its tasks).
+    // tasks over at once. A static member leaves too: a stop is a hand-over (scaling down, or a
+    // rollout whose replacement has another name). Only a crash keeps a static member's place
+    // for the session timeout, so that a quick restart gets its tasks back without a rebalance.
     let held = tasks.held();
     if !held.is_empty() {
         info!(flow = %name, "cluster: stopping: draining tasks {held:?} before leaving group {group}");
@@ -304,7 +309,22 @@ fn session(
     tasks.stop_all(false);
     lock(&consumer.context().held).clear();
     consumer.unsubscribe();
+    // librdkafka sends LeaveGroup once the revocation is served (not on close, for a static
+    // member): poll until the assignment is empty, and a little longer for the request to go.
+    let deadline = Instant::now() + LEAVE_WITHIN;
+    let mut empty_since: Option<Instant> = None;
+    while Instant::now() < deadline {
+        let _ = consumer.poll(Duration::from_millis(50));
+        let empty = consumer.assignment().map_or(true, |a| a.count() == 0);
+        match (empty, empty_since) {
+            (true, None) => empty_since = Some(Instant::now()),
+            (true, Some(t)) if t.elapsed() >= Duration::from_millis(300) => break,
+            (false, _) => empty_since = None,
+            _ => {}
+        }
+    }
     drop(consumer);
+    info!(flow = %name, "cluster: left group {group}");
     Ok(())
 }
 
