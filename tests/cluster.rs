@@ -340,7 +340,7 @@ fn exactly_once_survives_a_rolling_restart_without_a_duplicate() {
         &load.topics,
         "emit_checkpoints = false\ndelivery = \"exactly-once\"\ntransaction_interval = \"300ms\"\n",
     );
-    let mut processes = vec![
+    let mut processes = [
         Process::start(&text, "p1"),
         Process::start(&text, "p2"),
         Process::start(&text, "p3"),

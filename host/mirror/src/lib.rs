@@ -475,19 +475,21 @@ fn start_flow(
     let source = pipeline.clusters[&p.flow.source].clone();
     let target = pipeline.clusters[&p.flow.target].clone();
     let board = FlowBoard::new(metrics.flow(&name).ok(), clustering.is_some());
-    let tasks = Arc::new(cluster::FlowTasks::new(
-        p.flow.clone(),
-        source,
-        target,
-        board,
-        PluginSet {
-            policy: p.policy,
-            processors: p.processors,
-        },
-        shape.reverse_heartbeats,
-        metrics.clone(),
-        drain,
-    ));
+    let tasks = Arc::new(
+        cluster::FlowTasks::new(
+            p.flow.clone(),
+            source,
+            target,
+            board,
+            PluginSet {
+                policy: p.policy,
+                processors: p.processors,
+            },
+        )
+        .with_reverse_heartbeats(shape.reverse_heartbeats)
+        .with_metrics(metrics.clone())
+        .with_drain_timeout(drain),
+    );
     let mut handles = Vec::new();
     match clustering {
         None => tasks.start_all()?,

@@ -53,16 +53,14 @@ pub(crate) struct FlowTasks {
 }
 
 impl FlowTasks {
-    /// Nothing running yet.
+    /// Nothing running yet; with a private metrics registry, no reverse heartbeats and the
+    /// default drain timeout until told otherwise.
     pub(crate) fn new(
         flow: Flow,
         source: Cluster,
         target: Cluster,
         board: Arc<FlowBoard>,
         plugins: PluginSet,
-        reverse_heartbeats: bool,
-        metrics: Metrics,
-        drain: Duration,
     ) -> Self {
         Self {
             flow,
@@ -70,12 +68,31 @@ impl FlowTasks {
             target,
             board,
             plugins: Mutex::new(plugins),
-            reverse_heartbeats: AtomicBool::new(reverse_heartbeats),
-            metrics,
-            drain,
+            reverse_heartbeats: AtomicBool::new(false),
+            metrics: Metrics::new(),
+            drain: crate::flow::DRAIN_TIMEOUT,
             running: Mutex::new(BTreeMap::new()),
             checkpoints: Mutex::new(None),
         }
+    }
+
+    /// Task 0 also writes the reverse pair's heartbeats (see
+    /// [`FlowRunner::with_reverse_heartbeats`]).
+    pub(crate) fn with_reverse_heartbeats(self, yes: bool) -> Self {
+        self.reverse_heartbeats.store(yes, Ordering::Relaxed);
+        self
+    }
+
+    /// Tasks and checkpoints record their series in `metrics`.
+    pub(crate) fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Each task's shutdown budget for flushing and committing.
+    pub(crate) fn with_drain_timeout(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
     }
 
     /// The flow's settings.
