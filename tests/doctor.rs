@@ -418,6 +418,26 @@ fn documented_minimal_acls_are_enough_to_mirror() {
             "expected line\n{w}\nin:\n{out}"
         );
     }
+    // Cluster mode also needs the tasks topic and the processes' group on the source.
+    let (code, clustered) = check_connect(&format!("[cluster]\n{pipeline}"));
+    assert_eq!(code, 1, "{clustered}");
+    for (what, acl) in [
+        (
+            "create, read, describe topic refract-tasks.a-b.internal (flow a->b: cluster mode: tasks topic",
+            "--topic refract-tasks.a-b.internal",
+        ),
+        (
+            "read, describe group refract-a-b-cluster (flow a->b: cluster mode: the processes' group",
+            "--group refract-a-b-cluster",
+        ),
+    ] {
+        assert!(
+            clustered
+                .lines()
+                .any(|l| l.starts_with("  no   ") && l.contains(what) && l.contains(acl)),
+            "expected a line with {what:?} and {acl:?} in:\n{clustered}"
+        );
+    }
     line(&out, "flow a->b: cannot run (");
     assert!(
         out.lines()

@@ -125,12 +125,18 @@ pub(super) struct DeliveryContext {
     pub(super) native: std::sync::atomic::AtomicPtr<rdkafka_sys::rd_kafka_t>,
     /// Whether the target acknowledged any record of this producer.
     pub(super) acked_any: std::sync::atomic::AtomicBool,
+    /// The fatal error once seen: the reports of records the producer still held may be served
+    /// while it is destroyed (after it was replaced), when librdkafka no longer says why.
+    pub(super) fatal_seen: Mutex<Option<(RDKafkaErrorCode, String)>>,
 }
 
 impl DeliveryContext {
     /// The producer's fatal error (idempotence lost: a PID refused, a sequence gap), which
     /// librdkafka reports on each failed record only as "Fatal error" or "Purged".
     pub(super) fn fatal(&self) -> Option<(RDKafkaErrorCode, String)> {
+        if let Some(seen) = lock(&self.fatal_seen).clone() {
+            return Some(seen);
+        }
         let native = self.native.load(Ordering::Acquire);
         if native.is_null() {
             return None;
@@ -147,7 +153,9 @@ impl DeliveryContext {
         let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
             .to_string_lossy()
             .into_owned();
-        Some((code.into(), text))
+        let seen = (code.into(), text);
+        *lock(&self.fatal_seen) = Some(seen.clone());
+        Some(seen)
     }
 }
 
@@ -409,6 +417,7 @@ impl FlowRunner {
             target: self.target.alias.clone(),
             native: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
             acked_any: std::sync::atomic::AtomicBool::new(false),
+            fatal_seen: Mutex::new(None),
         })
         .with_context(|| {
             format!(
