@@ -946,21 +946,11 @@ impl Broker {
                 "timed out reading {topic} ({isolation})"
             );
             match c.poll(Duration::from_millis(200)) {
-                Some(Ok(m)) => out[m.partition() as usize].push(TestRecord {
-                    partition: m.partition(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    value: m.payload().map(<[u8]>::to_vec),
-                    headers: m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .filter(|h| h.key != PROVENANCE)
-                                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    timestamp: m.timestamp().to_millis().unwrap_or(-1),
-                }),
+                Some(Ok(m)) => {
+                    let mut r = TestRecord::from_message(&m);
+                    r.headers.retain(|(k, _)| k != PROVENANCE);
+                    out[m.partition() as usize].push(r);
+                }
                 Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
                     ended.insert(p);
                 }
@@ -987,20 +977,7 @@ impl Broker {
             assert!(Instant::now() < deadline, "timed out reading {topic}");
             if let Some(m) = c.poll(Duration::from_millis(200)) {
                 let m = m.expect("read");
-                out[m.partition() as usize].push(TestRecord {
-                    partition: m.partition(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    value: m.payload().map(<[u8]>::to_vec),
-                    headers: m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    timestamp: m.timestamp().to_millis().unwrap_or(-1),
-                });
+                out[m.partition() as usize].push(TestRecord::from_message(&m));
             }
         }
         out
@@ -1045,6 +1022,26 @@ pub struct TestRecord {
     pub value: Option<Vec<u8>>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
     pub timestamp: i64,
+}
+
+impl TestRecord {
+    /// A record as a consumer read it: key, value, every header and the timestamp.
+    pub fn from_message(m: &impl Message) -> Self {
+        Self {
+            partition: m.partition(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            headers: m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            timestamp: m.timestamp().to_millis().unwrap_or(-1),
+        }
+    }
 }
 
 /// `n` records spread over `partitions`: keys, two headers (one null), explicit timestamps,

@@ -215,14 +215,7 @@ impl FlowRunner {
         if self.exactly_once() {
             return self.resume_exactly_once(clients, slots, added);
         }
-        let mut tpl = TopicPartitionList::new();
-        for &i in added {
-            tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
-        }
-        let committed = clients
-            .consumer
-            .committed_offsets(tpl, REQUEST_TIMEOUT)
-            .context("reading the flow's committed source positions")?;
+        let committed = self.committed_positions(clients, slots, added)?;
         let mut downstream_tpl = TopicPartitionList::new();
         let mut duplicates = 0u64;
         let mut mm2 = Mm2Takeover::new(&self.flow, &self.source, &self.target);
@@ -284,6 +277,23 @@ impl FlowRunner {
         }
         lock(&self.status).duplicates += duplicates;
         Ok(())
+    }
+
+    /// The flow's committed source positions (its group's offsets) of the slots `added`.
+    pub(super) fn committed_positions(
+        &self,
+        clients: &Clients,
+        slots: &Slots,
+        added: &[usize],
+    ) -> Result<TopicPartitionList> {
+        let mut tpl = TopicPartitionList::new();
+        for &i in added {
+            tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
+        }
+        clients
+            .consumer
+            .committed_offsets(tpl, REQUEST_TIMEOUT)
+            .context("reading the flow's committed source positions")
     }
 
     /// Assigns every partition that is read (not a degraded one waiting for its retry) at its

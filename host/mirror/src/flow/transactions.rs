@@ -17,11 +17,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::Offset;
 use tracing::{debug, info, warn};
 
 use refract_config::DeliveryMode;
@@ -160,14 +159,7 @@ impl FlowRunner {
         slots: &mut Slots,
         added: &[usize],
     ) -> Result<()> {
-        let mut tpl = TopicPartitionList::new();
-        for &i in added {
-            tpl.add_partition(&slots.slots[i].topic, slots.slots[i].partition);
-        }
-        let committed = clients
-            .consumer
-            .committed_offsets(tpl, REQUEST_TIMEOUT)
-            .context("reading the flow's committed source positions")?;
+        let committed = self.committed_positions(clients, slots, added)?;
         let id = format!("{}-positions", transactional_id(&self.flow, self.task));
         let positions = read_positions(&self.flow, &self.target, &id)?;
         for elem in committed.elements() {
