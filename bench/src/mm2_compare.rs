@@ -7,10 +7,15 @@
 //! Connect topics), and every topic it made on either broker is deleted afterwards. The rate runs
 //! from the first record landing on the target to the last (the remote topic's high watermarks),
 //! and the mirror process's CPU (utime + stime from /proc) is counted over the same span.
+//!
+//! The scaling scenarios (`refract-x1`, `refract-x2`, `refract-x3`, run only when `--only` names
+//! them) run the same flow in cluster mode with 1, 2 and 3 `refract run` processes started at
+//! once, dividing the flow's [`CLUSTER_TASKS`] tasks: their CPU is the sum over the processes,
+//! their peak RSS the largest of the processes' peaks.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::task::{Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -21,6 +26,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 const TOPIC: &str = "bench";
@@ -81,6 +87,12 @@ const BROKER_PROPS: &[(&str, &str)] = &[
 /// binary, built from plugins/ by host/plugin's build.rs) called on every batch, keeping all.
 const PASS_THROUGH: &str =
     "{ plugin = \"builtin:filter\", config = { action = \"keep\", topic = \".*\" } }";
+
+/// The flow's `tasks` in the cluster-mode scenarios: the partitions are divided into this many
+/// tasks, and the processes divide the tasks (2 each for 3 processes).
+const CLUSTER_TASKS: u32 = 6;
+/// `[cluster] session_timeout` in the cluster-mode scenarios.
+const CLUSTER_SESSION_TIMEOUT: &str = "10s";
 
 struct Opts {
     kafka_libs: PathBuf,
@@ -145,14 +157,24 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Opts> {
 }
 
 enum Mirror {
-    Refract { processors: &'static str },
-    Mm2 { tuned: bool },
+    Refract {
+        processors: &'static str,
+    },
+    /// `processes` refract processes in cluster mode sharing one flow of [`CLUSTER_TASKS`] tasks.
+    RefractCluster {
+        processes: usize,
+    },
+    Mm2 {
+        tuned: bool,
+    },
 }
 
 struct Scenario {
     key: &'static str,
     name: String,
     mirror: Mirror,
+    /// Whether it runs without `--only`.
+    default: bool,
 }
 
 struct Outcome {
@@ -166,16 +188,19 @@ struct Outcome {
     to_first: Duration,
     /// CPU seconds before the first record landed.
     startup_cpu: f64,
+    /// Per process of a cluster-mode run: what it held and did (printed under the run).
+    details: Vec<String>,
 }
 
 pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
     let opts = parse(args)?;
     let started = Instant::now();
-    let scenarios: Vec<Scenario> = [
+    let mut all = vec![
         Scenario {
             key: "refract",
             name: "refract, no processor".into(),
             mirror: Mirror::Refract { processors: "" },
+            default: true,
         },
         Scenario {
             key: "refract-wasm",
@@ -183,11 +208,13 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
             mirror: Mirror::Refract {
                 processors: PASS_THROUGH,
             },
+            default: true,
         },
         Scenario {
             key: "mm2",
             name: "MM2 dedicated mode, defaults".into(),
             mirror: Mirror::Mm2 { tuned: false },
+            default: true,
         },
         Scenario {
             key: "mm2-tuned",
@@ -196,18 +223,47 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
                 opts.mm2_tasks
             ),
             mirror: Mirror::Mm2 { tuned: true },
+            default: true,
         },
-    ]
-    .into_iter()
-    .filter(|s| {
-        opts.only
-            .as_ref()
-            .is_none_or(|o| o.iter().any(|k| k == s.key))
-    })
-    .collect();
-    if scenarios.is_empty() {
-        bail!("--only selects no scenario (refract, refract-wasm, mm2, mm2-tuned)");
+    ];
+    for (key, processes) in [("refract-x1", 1), ("refract-x2", 2), ("refract-x3", 3)] {
+        all.push(Scenario {
+            key,
+            name: format!(
+                "refract cluster mode, {processes} process{}, {CLUSTER_TASKS} tasks",
+                if processes == 1 { "" } else { "es" }
+            ),
+            mirror: Mirror::RefractCluster { processes },
+            default: false,
+        });
     }
+    let keys: Vec<&str> = all.iter().map(|s| s.key).collect();
+    if let Some(unknown) = opts
+        .only
+        .iter()
+        .flatten()
+        .find(|k| !keys.contains(&k.as_str()))
+    {
+        bail!(
+            "--only: no scenario {unknown} (there are {})",
+            keys.join(", ")
+        );
+    }
+    let scenarios: Vec<Scenario> = all
+        .into_iter()
+        .filter(|s| {
+            opts.only
+                .as_ref()
+                .map_or(s.default, |o| o.iter().any(|k| k == s.key))
+        })
+        .collect();
+    if scenarios.is_empty() {
+        bail!("--only selects no scenario ({})", keys.join(", "));
+    }
+    let clustered = scenarios
+        .iter()
+        .any(|s| matches!(s.mirror, Mirror::RefractCluster { .. }));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
 
     eprintln!("starting two Kafka brokers in {}", opts.work.display());
     let source = Broker::start(&opts, "source")?;
@@ -257,6 +313,7 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
             key: "warm-up",
             name: "warm-up".into(),
             mirror: Mirror::Refract { processors: "" },
+            default: false,
         };
         let r = run_once(&opts, &source, &target, &warm, 0).context("the warm-up run")?;
         eprintln!("  {:.0} rec/s (uptime: {})", r.rate, loadavg());
@@ -287,8 +344,17 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
                 r.to_first.as_secs_f64(),
                 loadavg()
             );
+            for line in &r.details {
+                eprintln!("    {line}");
+            }
             runs[i].push(r);
+            if let Mirror::RefractCluster { .. } = s.mirror {
+                cluster_leftovers(&source, n, true)?;
+            }
             clean_up(&source, &target)?;
+            if let Mirror::RefractCluster { .. } = s.mirror {
+                cluster_leftovers(&source, n, false)?;
+            }
             settle()?;
         }
     }
@@ -310,6 +376,14 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
 
     println!();
     println!("{fill_line}");
+    println!(
+        "machine: {cores} cores (available_parallelism), shared by both brokers and the mirror process(es){}",
+        if clustered {
+            "; refract-x2 and refract-x3 run 2 and 3 refract processes on them"
+        } else {
+            ""
+        }
+    );
     if opts.repeat > 1 {
         println!(
             "median of {} runs per scenario (by records/s; range = slowest..fastest run)",
@@ -343,11 +417,22 @@ pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
         );
     }
     println!();
+    if clustered {
+        println!(
+            "cluster mode (tasks = {CLUSTER_TASKS}, session_timeout = \"{CLUSTER_SESSION_TIMEOUT}\", processes started at once): CPU s / M records and start-up CPU are summed over the processes; peak RSS MiB is the largest single process's peak; time to first record counts from starting the processes"
+        );
+    }
     for (s, r, _) in &medians {
         println!(
             "{}: start-up CPU {:.2} s (before the first record; not in CPU s / M records)",
             s.name, r.startup_cpu
         );
+        if !r.details.is_empty() && opts.repeat > 1 {
+            println!("    in the median run:");
+        }
+        for line in &r.details {
+            println!("    {line}");
+        }
     }
     println!(
         "took {:.0} s; load average at the end: {}",
@@ -494,6 +579,31 @@ fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
     Ok(records as f64 / started.elapsed().as_secs_f64())
 }
 
+/// One mirror process to start: its command, where its output goes, and (cluster mode) the
+/// port its `/status` is served on.
+struct Launch {
+    label: String,
+    cmd: Command,
+    log: PathBuf,
+    status_port: Option<u16>,
+}
+
+/// A started mirror process.
+struct Running {
+    label: String,
+    proc: Proc,
+    status_port: Option<u16>,
+}
+
+fn refract_command(opts: &Opts, pipeline: &Path, rust_log: &str) -> Command {
+    let mut c = Command::new(&opts.refract);
+    c.arg("run")
+        .arg(pipeline)
+        .env("RUST_LOG", rust_log)
+        .env("REFRACT_CACHE_DIR", opts.work.join("components"));
+    c
+}
+
 fn run_once(
     opts: &Opts,
     source: &Broker,
@@ -505,28 +615,57 @@ fn run_once(
     let remote = format!("{sa}.{TOPIC}");
     let dir = opts.work.join(format!("run{n}-{}", scenario.key));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let log_path = dir.join("mirror.log");
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("creating {}", log_path.display()))?;
-    let log_err = log.try_clone().context("mirror log")?;
-    let mut cmd = match &scenario.mirror {
+    let clusters = format!(
+        "[clusters.{sa}]\nbootstrap = \"{}\"\n[clusters.{ta}]\nbootstrap = \"{}\"\n",
+        source.bootstrap, target.bootstrap
+    );
+    let launches: Vec<Launch> = match &scenario.mirror {
         Mirror::Refract { processors } => {
             let pipeline = format!(
-                "[clusters.{sa}]\nbootstrap = \"{}\"\n[clusters.{ta}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{processors}]\n",
-                source.bootstrap, target.bootstrap
+                "{clusters}\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{processors}]\n"
             );
             let path = dir.join("pipeline.toml");
             std::fs::write(&path, pipeline)
                 .with_context(|| format!("writing {}", path.display()))?;
-            let mut c = Command::new(&opts.refract);
-            c.arg("run")
-                .arg(&path)
-                .env(
-                    "RUST_LOG",
-                    std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
-                )
-                .env("REFRACT_CACHE_DIR", opts.work.join("components"));
-            c
+            let rust_log = std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into());
+            vec![Launch {
+                label: "refract".into(),
+                cmd: refract_command(opts, &path, &rust_log),
+                log: dir.join("mirror.log"),
+                status_port: None,
+            }]
+        }
+        Mirror::RefractCluster { processes } => {
+            // The cluster module's info lines say which tasks each process took and gave away.
+            let rust_log = std::env::var("BENCH_RUST_LOG")
+                .unwrap_or_else(|_| "warn,refract_mirror::cluster=info".into());
+            let mut ports = Vec::new();
+            let mut launches = Vec::new();
+            for i in 1..=*processes {
+                let label = format!("p{i}");
+                let port = loop {
+                    let p = free_port()?;
+                    if !ports.contains(&p) {
+                        break p;
+                    }
+                };
+                ports.push(port);
+                let pipeline = format!(
+                    "{clusters}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n[cluster]\ninstance = \"{label}\"\nsession_timeout = \"{CLUSTER_SESSION_TIMEOUT}\"\n\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\ntasks = {CLUSTER_TASKS}\n"
+                );
+                let path = dir.join(format!("{label}.toml"));
+                std::fs::write(&path, pipeline)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                let mut cmd = refract_command(opts, &path, &rust_log);
+                cmd.env("NO_COLOR", "1");
+                launches.push(Launch {
+                    log: dir.join(format!("{label}.log")),
+                    label,
+                    cmd,
+                    status_port: Some(port),
+                });
+            }
+            launches
         }
         Mirror::Mm2 { tuned } => {
             let mut props = format!(
@@ -564,29 +703,54 @@ fn run_once(
                 .arg(classpath(opts))
                 .arg("org.apache.kafka.connect.mirror.MirrorMaker")
                 .arg(&path);
-            c
+            vec![Launch {
+                label: "MM2".into(),
+                cmd: c,
+                log: dir.join("mirror.log"),
+                status_port: None,
+            }]
         }
     };
-    cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+
+    // Every process is started at once; a process that does not start stops the ones that did
+    // (dropping a Proc stops it).
     let spawned = Instant::now();
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", scenario.name))?;
-    let mut mirror = Proc {
-        child,
-        log: log_path,
-        grace: Duration::from_secs(60),
-    };
-    let pid = mirror.child.id();
+    let mut running = Vec::with_capacity(launches.len());
+    for Launch {
+        label,
+        mut cmd,
+        log,
+        status_port,
+    } in launches
+    {
+        let out =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out
+            .try_clone()
+            .with_context(|| format!("opening {} again", log.display()))?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {} ({label})", scenario.name))?;
+        running.push(Running {
+            label,
+            proc: Proc {
+                child,
+                log,
+                grace: Duration::from_secs(60),
+            },
+            status_port,
+        });
+    }
 
     let expected = opts.records as i64;
     let counter = Counter::new(&target.bootstrap, &remote, opts.partitions)?;
     let first_deadline = spawned + Duration::from_secs(300);
     let trace = std::env::var_os("BENCH_TRACE").is_some();
-    let (first_at, first_count, startup_cpu) = loop {
+    let (first_at, first_count, startup) = loop {
         let c = counter.count();
         if c > 0 {
-            break (Instant::now(), c, crate::usage(pid)?.0);
+            break (Instant::now(), c, usages(&running)?);
         }
         if trace {
             eprintln!(
@@ -594,12 +758,12 @@ fn run_once(
                 spawned.elapsed().as_millis()
             );
         }
-        mirror.check_alive()?;
+        check_all_alive(&mut running)?;
         if Instant::now() > first_deadline {
             bail!(
                 "no record on the target after {:?}\n{}",
                 first_deadline - spawned,
-                mirror.log_tail()
+                log_tails(&running)
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -618,28 +782,287 @@ fn run_once(
         } else if last_change.elapsed() > Duration::from_secs(120) {
             bail!(
                 "stalled at {c} of {expected} records for 120 s\n{}",
-                mirror.log_tail()
+                log_tails(&running)
             );
         }
-        mirror.check_alive()?;
+        check_all_alive(&mut running)?;
         std::thread::sleep(Duration::from_millis(100));
     }
     let elapsed = first_at.elapsed().as_secs_f64();
-    let (cpu, peak_rss_kib) = crate::usage(pid)?;
-    mirror.stop();
+    let end = usages(&running)?;
+    // Read after the span: what each process held and sent, and how far its log went before the
+    // stop (the stop's own hand-over is not part of the run's task history).
+    let statuses: Vec<Option<Result<ProcessStatus>>> = running
+        .iter()
+        .map(|r| r.status_port.map(process_status))
+        .collect();
+    let log_lengths: Vec<u64> = running
+        .iter()
+        .map(|r| std::fs::metadata(&r.proc.log).map_or(0, |m| m.len()))
+        .collect();
+    let stopping = Instant::now();
+    let exits = stop_all(&mut running);
+    let stop_took = stopping.elapsed();
     let after = counter.count();
     if after != expected {
         eprintln!("  note: the target holds {after} records for {expected} in the source");
     }
+    let mut details = Vec::new();
+    let is_refract = !matches!(scenario.mirror, Mirror::Mm2 { .. });
+    for (r, exit) in running.iter().zip(&exits) {
+        match exit {
+            Some(s) if s.success() || !is_refract => {}
+            Some(s) => details.push(format!("{} exited with {s} after SIGTERM", r.label)),
+            None => details.push(format!(
+                "{} did not stop within {:?} of SIGTERM: killed",
+                r.label, r.proc.grace
+            )),
+        }
+    }
+    if let Mirror::RefractCluster { .. } = scenario.mirror {
+        let mut sent_sum = 0.0;
+        for (i, r) in running.iter().enumerate() {
+            let status = match &statuses[i] {
+                Some(Ok(s)) => {
+                    sent_sum += s.records_sent;
+                    format!(
+                        "tasks {:?} ({} partitions), {:.0} records sent",
+                        s.tasks, s.partitions, s.records_sent
+                    )
+                }
+                Some(Err(e)) => format!("/status: {e:#}"),
+                None => "/status: not served".into(),
+            };
+            let log = LogSummary::read(&r.proc.log, log_lengths[i]);
+            details.push(format!(
+                "{}: {status}; CPU {:.1} s over the span (+{:.1} s before the first record), peak RSS {:.0} MiB; tasks taken/given before the stop: {}; {} WARN, {} ERROR lines{}",
+                r.label,
+                end[i].0 - startup[i].0,
+                startup[i].0,
+                end[i].1 as f64 / 1024.0,
+                if log.history.is_empty() {
+                    "none".into()
+                } else {
+                    log.history.join(" ")
+                },
+                log.warn,
+                log.error,
+                log.first_problem
+                    .as_ref()
+                    .map_or(String::new(), |l| format!(" (first: {l})"))
+            ));
+        }
+        details.push(format!(
+            "records sent by all processes (their /status): {sent_sum:.0} for {expected}; SIGTERM to all processes: all stopped {:.1} s later",
+            stop_took.as_secs_f64()
+        ));
+    }
+    let cpu: f64 = end.iter().map(|u| u.0).sum();
+    let startup_cpu: f64 = startup.iter().map(|u| u.0).sum();
     let moved = (expected - first_count) as f64;
     Ok(Outcome {
         rate: moved / elapsed.max(1e-6),
         records: moved,
         cpu_seconds: cpu - startup_cpu,
-        peak_rss_kib,
+        peak_rss_kib: end.iter().map(|u| u.1).max().unwrap_or(0),
         to_first: first_at - spawned,
         startup_cpu,
+        details,
     })
+}
+
+/// CPU seconds (utime + stime) and peak RSS (KiB) of each process.
+fn usages(running: &[Running]) -> Result<Vec<(f64, u64)>> {
+    running
+        .iter()
+        .map(|r| {
+            let pid = r.proc.child.id();
+            crate::usage(pid).with_context(|| format!("reading /proc for {} (pid {pid})", r.label))
+        })
+        .collect()
+}
+
+fn check_all_alive(running: &mut [Running]) -> Result<()> {
+    for r in running {
+        r.proc
+            .check_alive()
+            .with_context(|| format!("mirror process {}", r.label))?;
+    }
+    Ok(())
+}
+
+fn log_tails(running: &[Running]) -> String {
+    running
+        .iter()
+        .map(|r| r.proc.log_tail())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Sends SIGTERM to every process at once, then waits for them all (SIGKILL for any still
+/// running after the grace period). Each one's exit status; `None` for one that was killed.
+fn stop_all(running: &mut [Running]) -> Vec<Option<ExitStatus>> {
+    for r in running.iter_mut() {
+        r.proc.terminate();
+    }
+    let grace = running
+        .iter()
+        .map(|r| r.proc.grace)
+        .max()
+        .unwrap_or_default();
+    let deadline = Instant::now() + grace;
+    running
+        .iter_mut()
+        .map(|r| r.proc.wait_until(deadline))
+        .collect()
+}
+
+/// What a cluster-mode process's `/status` says of its flow.
+struct ProcessStatus {
+    tasks: Vec<u32>,
+    partitions: usize,
+    records_sent: f64,
+}
+
+fn process_status(port: u16) -> Result<ProcessStatus> {
+    let body = http_get(port, "/status")?;
+    let json: serde_json::Value = serde_json::from_str(&body).context("parsing /status")?;
+    let flow = &json["flows"][0];
+    let tasks = flow["tasks"]
+        .as_array()
+        .context("/status: flows[0].tasks is not an array")?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .filter_map(|t| u32::try_from(t).ok())
+        .collect();
+    let partitions = flow["partitions"]
+        .as_array()
+        .context("/status: flows[0].partitions is not an array")?
+        .len();
+    let records_sent = flow["records_sent"]
+        .as_f64()
+        .context("/status: flows[0].records_sent is not a number")?;
+    Ok(ProcessStatus {
+        tasks,
+        partitions,
+        records_sent,
+    })
+}
+
+/// A GET on 127.0.0.1:`port` (the server answers with `Connection: close`): the body of a
+/// 200 answer.
+fn http_get(port: u16, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .context("setting a read timeout")?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .with_context(|| format!("sending GET {path} to {addr}"))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .with_context(|| format!("reading the answer to GET {path} from {addr}"))?;
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET {path} from {addr}: no end of headers"))?;
+    let status_line = head.lines().next().unwrap_or_default();
+    if status_line.split_whitespace().nth(1) != Some("200") {
+        bail!("GET {path} from {addr}: {status_line}");
+    }
+    Ok(body.to_string())
+}
+
+/// What a cluster-mode process's log says up to a point: the tasks it took over (`+[..]`) and
+/// handed over (`-[..]`) in order, and its WARN and ERROR lines.
+struct LogSummary {
+    history: Vec<String>,
+    warn: usize,
+    error: usize,
+    first_problem: Option<String>,
+}
+
+impl LogSummary {
+    /// `history` from the first `until` bytes, the WARN and ERROR counts from all of it.
+    fn read(path: &Path, until: u64) -> Self {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut s = Self {
+            history: Vec::new(),
+            warn: 0,
+            error: 0,
+            first_problem: None,
+        };
+        let mut offset = 0u64;
+        for line in text.lines() {
+            let before_stop = offset < until;
+            offset += line.len() as u64 + 1;
+            let level = line.split_whitespace().nth(1).unwrap_or_default();
+            if level == "WARN" || level == "ERROR" {
+                if level == "WARN" {
+                    s.warn += 1;
+                } else {
+                    s.error += 1;
+                }
+                if s.first_problem.is_none() {
+                    s.first_problem = Some(line.chars().take(240).collect());
+                }
+            }
+            if !before_stop {
+                continue;
+            }
+            if let Some(rest) = line.split("cluster: took over tasks ").nth(1) {
+                s.history
+                    .push(format!("+{}", rest.split(';').next().unwrap_or(rest)));
+            } else if let Some(rest) = line.split("cluster: handed over tasks ").nth(1) {
+                s.history
+                    .push(format!("-{}", rest.split(" in ").next().unwrap_or(rest)));
+            }
+        }
+        s
+    }
+}
+
+/// Cluster mode makes, on the source, a coordination topic and a group of its own besides the
+/// flow's progress group. Before the clean-up (`before`): notes any of the three the run did not
+/// make (the names would be wrong); after it: fails if any is left.
+fn cluster_leftovers(source: &Broker, n: usize, before: bool) -> Result<()> {
+    let topic = format!("refract-tasks.s{n}-t{n}.internal");
+    let groups = [
+        format!("refract-s{n}-t{n}"),
+        format!("refract-s{n}-t{n}-cluster"),
+    ];
+    let topics = source.topics()?;
+    let listed = source.group_names()?;
+    let mut present: Vec<&str> = Vec::new();
+    let mut absent: Vec<&str> = Vec::new();
+    for (name, there) in std::iter::once((topic.as_str(), topics.contains(&topic)))
+        .chain(groups.iter().map(|g| (g.as_str(), listed.contains(g))))
+    {
+        if there {
+            present.push(name);
+        } else {
+            absent.push(name);
+        }
+    }
+    if before && !absent.is_empty() {
+        eprintln!(
+            "  note: not on the source after the run: {}",
+            absent.join(", ")
+        );
+    }
+    if !before && !present.is_empty() {
+        bail!(
+            "still on the source {} after the clean-up: {}",
+            source.bootstrap,
+            present.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Deletes every topic the run made: on the target all but Kafka's own, on the source all but
@@ -744,7 +1167,8 @@ impl Proc {
         format!("{}:\n{}", self.log.display(), lines[from..].join("\n"))
     }
 
-    fn stop(&mut self) {
+    /// Sends SIGTERM, unless it has exited.
+    fn terminate(&mut self) {
         if matches!(self.child.try_wait(), Ok(Some(_))) {
             return;
         }
@@ -752,15 +1176,27 @@ impl Proc {
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
-        let deadline = Instant::now() + self.grace;
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
+    }
+
+    /// Waits for it to exit until `deadline`, then kills it. Its exit status; `None` if killed.
+    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        None
+    }
+
+    fn stop(&mut self) {
+        self.terminate();
+        self.wait_until(Instant::now() + self.grace);
     }
 }
 
@@ -972,28 +1408,53 @@ impl Broker {
         })
     }
 
-    fn delete_groups(&self) -> Result<()> {
+    fn group_names(&self) -> Result<Vec<String>> {
         let probe: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .create()
             .context("group list consumer")?;
-        let groups: Vec<String> = probe
+        Ok(probe
             .fetch_group_list(None, Duration::from_secs(10))
             .with_context(|| format!("listing groups on {}", self.bootstrap))?
             .groups()
             .iter()
             .map(|g| g.name().to_string())
-            .collect();
-        if groups.is_empty() {
-            return Ok(());
+            .collect())
+    }
+
+    /// Deletes every group. A group a member did not leave (a process stopped without leaving
+    /// it) stays non-empty until the member's session times out: it is deleted again every
+    /// second for up to 60 s.
+    fn delete_groups(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let groups = self.group_names()?;
+            if groups.is_empty() {
+                return Ok(());
+            }
+            let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+            let results = block_on(self.admin()?.delete_groups(&names, &AdminOptions::new()))
+                .context("deleting groups")?;
+            let mut busy = Vec::new();
+            for r in results {
+                match r {
+                    Ok(_) | Err((_, RDKafkaErrorCode::GroupIdNotFound)) => {}
+                    Err((g, RDKafkaErrorCode::NonEmptyGroup)) if Instant::now() < deadline => {
+                        busy.push(g)
+                    }
+                    Err((g, e)) => bail!("deleting group {g} on {}: {e}", self.bootstrap),
+                }
+            }
+            if busy.is_empty() {
+                return Ok(());
+            }
+            eprintln!(
+                "  note: group(s) {} on {} still have members; deleting again in 1 s",
+                busy.join(", "),
+                self.bootstrap
+            );
+            std::thread::sleep(Duration::from_secs(1));
         }
-        let names: Vec<&str> = groups.iter().map(String::as_str).collect();
-        let results = block_on(self.admin()?.delete_groups(&names, &AdminOptions::new()))
-            .context("deleting groups")?;
-        for r in results {
-            r.map_err(|(g, e)| anyhow::anyhow!("deleting group {g}: {e}"))?;
-        }
-        Ok(())
     }
 
     fn wait_for(&self, what: &str, done: impl Fn(&[String]) -> bool) -> Result<()> {
@@ -1064,5 +1525,27 @@ fn block_on<F: Future>(fut: F) -> F::Output {
             return v;
         }
         std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_summary_keeps_the_task_history_before_the_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p1.log");
+        let before = "2025-01-01T00:00:00.000000Z  INFO cluster: joining group g\n\
+            2025-01-01T00:00:01.000000Z  INFO cluster: took over tasks [0, 1, 2]; this process now runs [0, 1, 2] flow=s1->t1\n\
+            2025-01-01T00:00:02.000000Z  WARN something slow\n\
+            2025-01-01T00:00:03.000000Z  INFO cluster: handed over tasks [2] in 40 ms flow=s1->t1\n";
+        let after = "2025-01-01T00:00:09.000000Z  INFO cluster: handed over tasks [0, 1] in 3 ms\n\
+            2025-01-01T00:00:09.500000Z ERROR at the end\n";
+        std::fs::write(&path, format!("{before}{after}")).unwrap();
+        let s = LogSummary::read(&path, before.len() as u64);
+        assert_eq!(s.history, ["+[0, 1, 2]", "-[2]"]);
+        assert_eq!((s.warn, s.error), (1, 1));
+        assert!(s.first_problem.unwrap().contains("something slow"));
     }
 }
