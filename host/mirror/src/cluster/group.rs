@@ -106,12 +106,15 @@ impl Membership {
     /// beyond the flow's `tasks`, left from a larger setting, stand for nothing).
     fn task_numbers(&self, tpl: &TopicPartitionList) -> Vec<u32> {
         let tasks = self.tasks.flow().tasks;
-        tpl.elements()
+        let mut numbers: Vec<u32> = tpl
+            .elements()
             .iter()
             .filter(|e| e.topic() == self.topic)
             .filter_map(|e| u32::try_from(e.partition()).ok())
             .filter(|&t| t < tasks)
-            .collect()
+            .collect();
+        numbers.sort_unstable();
+        numbers
     }
 
     fn note_rebalance(&self, handover: Option<Duration>) {
