@@ -24,13 +24,10 @@ use crate::clients::{
 };
 use crate::flow::{lock, progress_group};
 
-use super::local::FlowTasks;
+use super::local::{Backoff, FlowTasks};
 use super::{
     coordination_group, coordination_topic, task_of, ClusterView, Member, DESCRIBE_INTERVAL,
 };
-
-/// Longest pause before joining the group again after a failure.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How long a stopping process waits to leave its group (then it closes anyway; the group
 /// drops it after the session timeout).
@@ -158,16 +155,16 @@ pub(crate) fn run(
         ..ClusterView::default()
     });
     tasks.board().publish_state();
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new();
     while !stop.load(Ordering::Relaxed) {
-        let started = Instant::now();
+        backoff.attempt();
         let result = session(&tasks, &mode, &instance, metrics.clone(), &stop);
         // Whatever happened, nothing of this flow runs here outside the group.
         tasks.stop_all(!stop.load(Ordering::Relaxed));
         match result {
             Ok(()) => break,
             Err(e) => {
-                error!(flow = %name, "cluster: not a member of group {}: {e:#}; joining again in {backoff:?}", coordination_group(tasks.flow()));
+                error!(flow = %name, "cluster: not a member of group {}: {e:#}; joining again in {:?}", coordination_group(tasks.flow()), backoff.pause());
                 if let Some(view) = lock(tasks.board().shared()).cluster.as_mut() {
                     view.error = Some(format!("{e:#}"));
                     view.duties = false;
@@ -176,14 +173,7 @@ pub(crate) fn run(
                     m.tasks.set(0.0);
                     m.duties.set(0.0);
                 }
-                if started.elapsed() > MAX_BACKOFF * 2 {
-                    backoff = Duration::from_secs(1);
-                }
-                let until = Instant::now() + backoff;
-                while Instant::now() < until && !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff.wait(&stop);
             }
         }
     }

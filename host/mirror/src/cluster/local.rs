@@ -20,8 +20,51 @@ use crate::Fenced;
 
 use super::TaskId;
 
-/// Longest pause between restarts of a failing task.
+/// Longest pause between restarts of a failing task (or attempts to join a group).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The pause before the next attempt after a failure: 1 s, doubling up to [`MAX_BACKOFF`],
+/// back to 1 s after an attempt that lasted long enough to count as recovered.
+pub(crate) struct Backoff {
+    next: Duration,
+    started: Instant,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Self {
+            next: Duration::from_secs(1),
+            started: Instant::now(),
+        }
+    }
+
+    /// An attempt starts now.
+    pub(crate) fn attempt(&mut self) {
+        self.started = Instant::now();
+    }
+
+    /// How long the pause after the attempt that just failed is.
+    pub(crate) fn pause(&mut self) -> Duration {
+        if self.started.elapsed() > MAX_BACKOFF * 2 {
+            self.next = Duration::from_secs(1);
+        }
+        self.next
+    }
+
+    /// Waits the pause (see [`Backoff::pause`]) unless `stop` is set first; returns whether
+    /// it was.
+    pub(crate) fn wait(&mut self, stop: &AtomicBool) -> bool {
+        let until = Instant::now() + self.pause();
+        self.next = (self.next * 2).min(MAX_BACKOFF);
+        while Instant::now() < until {
+            if stop.load(Ordering::Relaxed) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.load(Ordering::Relaxed)
+    }
+}
 
 /// A task running on its threads.
 struct RunningTask {
@@ -321,9 +364,9 @@ impl Task for CheckpointRunner {
 /// Runs `runner` until it returns Ok, restarting it with backoff after a failure (not after a
 /// halt or a fence: those need attention).
 pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new();
     loop {
-        let started = Instant::now();
+        backoff.attempt();
         match runner.run() {
             Ok(()) => return,
             Err(e) => {
@@ -340,18 +383,10 @@ pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
                     error!(flow = %name, "flow failed while stopping: {e:#}");
                     return;
                 }
-                if started.elapsed() > MAX_BACKOFF * 2 {
-                    backoff = Duration::from_secs(1);
+                error!(flow = %name, "flow failed, restarting from its last commit in {:?}: {e:#}", backoff.pause());
+                if backoff.wait(stop) {
+                    return;
                 }
-                error!(flow = %name, "flow failed, restarting from its last commit in {backoff:?}: {e:#}");
-                let until = Instant::now() + backoff;
-                while Instant::now() < until {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }
