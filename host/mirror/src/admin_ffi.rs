@@ -400,13 +400,15 @@ pub(crate) fn describe_cluster_operations<C: ClientContext>(
     .unwrap_or_else(|| Err(format!("DescribeCluster: no answer within {timeout:?}")))
 }
 
-/// Describes consumer `groups` with the principal's authorized operations on each. No side
-/// effects (a group that does not exist is described as dead, not created).
-pub(crate) fn describe_groups<C: ClientContext>(
+/// DescribeConsumerGroups of `groups` (with the principal's authorized operations when
+/// `operations`): `read` copies what is needed out of each group's description.
+fn describe_consumer_groups<C: ClientContext, T>(
     admin: &AdminClient<C>,
     groups: &[String],
+    operations: bool,
     timeout: Duration,
-) -> Result<Vec<(String, GroupAccess)>, String> {
+    read: impl Fn(*const ffi::rd_kafka_ConsumerGroupDescription_t) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
     if groups.is_empty() {
         return Ok(Vec::new());
     }
@@ -421,10 +423,13 @@ pub(crate) fn describe_groups<C: ClientContext>(
         timeout,
         // SAFETY: the names outlive the call (librdkafka copies them).
         |rk, options, queue| unsafe {
-            include_authorized_operations(options);
+            if operations {
+                include_authorized_operations(options);
+            }
             ffi::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), ptrs.len(), options, queue);
         },
-        // SAFETY: `event` is the live result event of this request; everything is copied out.
+        // SAFETY: `event` is the live result event of this request; `read` copies out what it
+        // needs from each description before the event is destroyed.
         |event| unsafe {
             event_error(event)?;
             let result = ffi::rd_kafka_event_DescribeConsumerGroups_result(event);
@@ -433,27 +438,37 @@ pub(crate) fn describe_groups<C: ClientContext>(
             }
             let mut count = 0usize;
             let list = ffi::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut count);
-            let mut out = Vec::with_capacity(count);
-            for i in 0..count {
-                let desc = *list.add(i);
-                let mut ops = 0usize;
-                let ops_list =
-                    ffi::rd_kafka_ConsumerGroupDescription_authorized_operations(desc, &mut ops);
-                out.push((
-                    text(ffi::rd_kafka_ConsumerGroupDescription_group_id(desc)),
-                    GroupAccess {
-                        error: error_of(ffi::rd_kafka_ConsumerGroupDescription_error(desc)),
-                        operations: operations(ops_list, ops),
-                    },
-                ));
-            }
-            Ok(out)
+            (0..count).map(|i| read(*list.add(i))).collect()
         },
     )
     .unwrap_or_else(|| {
         Err(format!(
             "DescribeConsumerGroups: no answer within {timeout:?}"
         ))
+    })
+}
+
+/// Describes consumer `groups` with the principal's authorized operations on each. No side
+/// effects (a group that does not exist is described as dead, not created).
+pub(crate) fn describe_groups<C: ClientContext>(
+    admin: &AdminClient<C>,
+    groups: &[String],
+    timeout: Duration,
+) -> Result<Vec<(String, GroupAccess)>, String> {
+    describe_consumer_groups(admin, groups, true, timeout, |desc| {
+        // SAFETY: `desc` is a live description of the result being read.
+        unsafe {
+            let mut ops = 0usize;
+            let ops_list =
+                ffi::rd_kafka_ConsumerGroupDescription_authorized_operations(desc, &mut ops);
+            Ok((
+                text(ffi::rd_kafka_ConsumerGroupDescription_group_id(desc)),
+                GroupAccess {
+                    error: error_of(ffi::rd_kafka_ConsumerGroupDescription_error(desc)),
+                    operations: operations(ops_list, ops),
+                },
+            ))
+        }
     })
 }
 
@@ -479,33 +494,16 @@ pub(crate) fn describe_group_members<C: ClientContext>(
     group: &str,
     timeout: Duration,
 ) -> Result<Vec<GroupMember>, String> {
-    let name = CString::new(group).map_err(|e| format!("{group}: {e}"))?;
-    let mut ptrs: [*const std::ffi::c_char; 1] = [name.as_ptr()];
-    admin_call(
-        admin,
-        ffi::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS,
-        timeout,
-        // SAFETY: the name outlives the call (librdkafka copies it).
-        |rk, options, queue| unsafe {
-            ffi::rd_kafka_DescribeConsumerGroups(rk, ptrs.as_mut_ptr(), 1, options, queue);
-        },
-        // SAFETY: `event` is the live result event of this request; everything is copied out
-        // before it is destroyed; the lists and members it holds are read within their counts.
-        |event| unsafe {
-            event_error(event)?;
-            let result = ffi::rd_kafka_event_DescribeConsumerGroups_result(event);
-            if result.is_null() {
-                return Err("not a DescribeConsumerGroups result".to_string());
-            }
-            let mut count = 0usize;
-            let list = ffi::rd_kafka_DescribeConsumerGroups_result_groups(result, &mut count);
-            let mut out = Vec::new();
-            for i in 0..count {
-                let desc = *list.add(i);
+    let described =
+        describe_consumer_groups(admin, &[group.to_string()], false, timeout, |desc| {
+            // SAFETY: `desc` is a live description of the result being read; its members and
+            // their partition lists are read within their counts.
+            unsafe {
                 if let Some((_, why)) = error_of(ffi::rd_kafka_ConsumerGroupDescription_error(desc))
                 {
                     return Err(why);
                 }
+                let mut members = Vec::new();
                 for m in 0..ffi::rd_kafka_ConsumerGroupDescription_member_count(desc) {
                     let member = ffi::rd_kafka_ConsumerGroupDescription_member(desc, m);
                     if member.is_null() {
@@ -513,17 +511,19 @@ pub(crate) fn describe_group_members<C: ClientContext>(
                     }
                     let mut assignment = Vec::new();
                     let assigned = ffi::rd_kafka_MemberDescription_assignment(member);
-                    if !assigned.is_null() {
-                        let tpl = ffi::rd_kafka_MemberAssignment_partitions(assigned);
-                        if !tpl.is_null() {
-                            for e in 0..usize::try_from((*tpl).cnt).unwrap_or(0) {
-                                let elem = &*(*tpl).elems.add(e);
-                                assignment.push((text(elem.topic), elem.partition));
-                            }
+                    let tpl = if assigned.is_null() {
+                        std::ptr::null()
+                    } else {
+                        ffi::rd_kafka_MemberAssignment_partitions(assigned)
+                    };
+                    if !tpl.is_null() {
+                        for e in 0..usize::try_from((*tpl).cnt).unwrap_or(0) {
+                            let elem = &*(*tpl).elems.add(e);
+                            assignment.push((text(elem.topic), elem.partition));
                         }
                     }
                     let instance = text(ffi::rd_kafka_MemberDescription_group_instance_id(member));
-                    out.push(GroupMember {
+                    members.push(GroupMember {
                         member_id: text(ffi::rd_kafka_MemberDescription_consumer_id(member)),
                         instance_id: (!instance.is_empty()).then_some(instance),
                         client_id: text(ffi::rd_kafka_MemberDescription_client_id(member)),
@@ -531,15 +531,10 @@ pub(crate) fn describe_group_members<C: ClientContext>(
                         assignment,
                     });
                 }
+                Ok(members)
             }
-            Ok(out)
-        },
-    )
-    .unwrap_or_else(|| {
-        Err(format!(
-            "DescribeConsumerGroups: no answer within {timeout:?}"
-        ))
-    })
+        })?;
+    Ok(described.into_iter().flatten().collect())
 }
 
 /// Copies a C string (empty when null).
