@@ -38,6 +38,20 @@ pub fn run() -> Result<()> {
     }
     dr.create_topic("orders", 4, 1)?;
     dr.create_topic("payments", 3, 1)?;
+    // The mock clusters have no admin API, so the internal topics refract would create (offset
+    // syncs on the source, checkpoints and heartbeats on each target, heartbeats on the source
+    // for the reverse direction) are made here first; otherwise each creation waits for a timeout.
+    for target in ["backup", "dr"] {
+        primary.create_topic(&format!("mm2-offset-syncs.{target}.internal"), 1, 1)?;
+    }
+    for cluster in [&primary, &backup, &dr] {
+        cluster.create_topic("heartbeats", 1, 1)?;
+    }
+    for cluster in [&backup, &dr] {
+        cluster.create_topic("primary.checkpoints.internal", 1, 1)?;
+        // The reverse heartbeats land in primary's `heartbeats`, which both flows mirror.
+        cluster.create_topic("primary.heartbeats", 1, 1)?;
+    }
 
     produce_samples(&primary.bootstrap_servers())?;
 
@@ -59,12 +73,14 @@ source = "primary"
 target = "backup"
 policy = {{ plugin = "builtin:default" }}
 commit_interval = "500ms"
+sync_topic_acls = false       # the mock clusters have no ACL API
 
 [[flow]]                      # same names, except orders-v1 -> orders
 source = "primary"
 target = "dr"
 policy = {{ plugin = "rename.wasm", config = {{ rules = [{{ match = "(.*)-v[0-9]+", replace = "$1" }}] }} }}
 commit_interval = "500ms"
+sync_topic_acls = false
 "#,
         primary = primary.bootstrap_servers(),
         backup = backup.bootstrap_servers(),
@@ -97,6 +113,8 @@ commit_interval = "500ms"
                 let target = flow.split("->").nth(1).unwrap_or_default().to_string();
                 s.routes
                     .iter()
+                    // The sample topics; heartbeats are mirrored too, but keep arriving.
+                    .filter(|(src, _)| TOPICS.iter().any(|t| t.0 == src.as_str()))
                     .map(move |(src, remote)| (target.clone(), src.clone(), remote.clone()))
             })
             .collect();

@@ -3,6 +3,7 @@
 mod demo;
 mod endpoints;
 mod mm2_cmds;
+mod plugin_new;
 mod plugin_test;
 mod status_cmd;
 mod verify;
@@ -110,6 +111,10 @@ enum PluginCommand {
     /// records (JSON lines with topic, partition, offset, timestamp, key, value, headers) for a
     /// processor, topic names for a policy.
     Test(plugin_test::PluginTest),
+    /// Write a ready plugin project (source with the kind's default behaviour and one place to
+    /// change, build script, sample input, README) for a policy, filter or transform in Rust,
+    /// Python, JavaScript or C.
+    New(plugin_new::PluginNew),
 }
 
 fn main() -> ExitCode {
@@ -134,6 +139,9 @@ fn main() -> ExitCode {
         Command::Plugin {
             command: PluginCommand::Test(test),
         } => test.run(),
+        Command::Plugin {
+            command: PluginCommand::New(new),
+        } => new.run(),
         Command::Offsets {
             command: OffsetsCommand::Translate(t),
         } => t.run(),
@@ -191,6 +199,14 @@ fn load(path: &Path, targets: &[String]) -> Result<(Pipeline, Vec<refract_mirror
 /// Validates the pipeline (and with `connect` checks its clusters); whether every flow can run.
 fn check(path: &Path, connect: bool) -> Result<bool> {
     let (pipeline, prepared) = load(path, &[])?;
+    let probe = refract_mirror::probe::probe(&prepared);
+    if !probe.problems.is_empty() {
+        anyhow::bail!(
+            "{}: a plugin failed when exercised:\n  {}",
+            pipeline.file.display(),
+            probe.problems.join("\n  ")
+        );
+    }
     println!("{}: ok", pipeline.file.display());
     for p in &prepared {
         let (name, version) = p.policy.info();
@@ -201,6 +217,9 @@ fn check(path: &Path, connect: bool) -> Result<bool> {
             p.flow.topics.include.patterns(),
             p.flow.topics.exclude.patterns()
         );
+    }
+    for line in &probe.lines {
+        println!("{line}");
     }
     if !connect {
         return Ok(true);

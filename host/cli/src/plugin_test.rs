@@ -18,12 +18,22 @@ use refract_plugin::{
 pub struct PluginTest {
     /// `builtin:<name>` or a `.wasm` component file.
     pub plugin: String,
-    /// JSON-lines input file, `-` for standard input.
+    /// Input file, `-` for standard input: one JSON value per line (a record object for a
+    /// processor; a topic name or `{"topic": ...}` for a policy), or, for a policy, plain topic
+    /// names one per line.
     #[arg(long)]
     pub input: PathBuf,
-    /// A config entry for the plugin, `key=value` (value as TOML, or plain text); repeatable.
+    /// A config entry for the plugin, `key=value`; repeatable. The value is TOML (`n=3`,
+    /// `fields=["a"]`, `renames={a="b"}`, `s="text"`); plain text that does not start like a TOML
+    /// value (`header=env`) is taken as a string.
     #[arg(long = "config")]
     pub config: Vec<String>,
+    /// The plugin's memory cap (`64MiB`), as `memory_limit` in a pipeline.
+    #[arg(long)]
+    pub memory_limit: Option<String>,
+    /// The longest one call may run (`1s`, `250ms`), as `call_timeout` in a pipeline.
+    #[arg(long)]
+    pub call_timeout: Option<String>,
     /// Alias of the cluster the input comes from.
     #[arg(long, default_value = "source")]
     pub source_cluster: String,
@@ -44,16 +54,31 @@ impl PluginTest {
         } else {
             PluginLocation::File(PathBuf::from(&self.plugin))
         };
+        let memory_limit = self
+            .memory_limit
+            .as_deref()
+            .map(refract_config::parse_size)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+        let call_timeout = match self.call_timeout.as_deref() {
+            None => None,
+            Some(text) => match refract_config::parse_duration(text) {
+                Ok(d) if !d.is_zero() => Some(d),
+                Ok(_) => bail!("--call-timeout: must be greater than zero"),
+                Err(e) => bail!("--call-timeout: {e}"),
+            },
+        };
         let spec = PluginSpec {
             location,
             config: config_table(&self.config)?,
             key: "plugin".into(),
-            memory_limit: None,
-            call_timeout: None,
+            memory_limit,
+            call_timeout,
         };
         let runtime = crate::plugin_runtime()?;
         let plugin = AnyPlugin::load(&runtime, &spec)?;
-        let lines = read_lines(&self.input)?;
+        let policy = matches!(plugin, AnyPlugin::Policy(_));
+        let lines = read_lines(&self.input, policy)?;
         let mut out = std::io::stdout().lock();
         let failures = match plugin {
             AnyPlugin::Policy(p) => {
@@ -87,9 +112,12 @@ impl PluginTest {
                 _ => bail!("input line {n}: expected a topic name or an object with \"topic\""),
             };
             let answer = (|| -> Result<Value, refract_plugin::PluginError> {
+                let remote = policy
+                    .format_remote_topics(&self.source_cluster, std::slice::from_ref(&topic))?
+                    .pop();
                 Ok(json!({
                     "topic": topic,
-                    "remote": policy.format_remote_topics(&self.source_cluster, std::slice::from_ref(&topic))?.pop(),
+                    "remote": remote,
                     "source": policy.topic_source(&topic)?,
                     "upstream": policy.upstream_topic(&topic)?,
                     "original": policy.original_topic(&topic)?,
@@ -98,10 +126,33 @@ impl PluginTest {
                     "cycle": policy.is_cycle(&topic, &self.target_cluster)?,
                 }))
             })();
-            let value = answer.unwrap_or_else(|e| {
-                failures += 1;
-                json!({ "topic": topic, "error": e.to_string() })
-            });
+            let value = match answer {
+                Ok(value) => match value["remote"]
+                    .as_str()
+                    .filter(|_| value["internal"] == false)
+                    .and_then(|r| {
+                        refract_plugin::topic_name_problem(r).map(|why| (r.to_string(), why))
+                    }) {
+                    // The policy answered, but with a name no Kafka cluster accepts for a topic
+                    // it would mirror (internal topics are never mirrored).
+                    Some((remote, why)) => {
+                        failures += 1;
+                        json!({
+                            "topic": topic,
+                            "outcome": "error",
+                            "error": format!(
+                                "plugin {}: format-remote-topics named {topic} `{remote}` on the target, which is not a legal Kafka topic name: {why}",
+                                policy.plugin().name()
+                            ),
+                        })
+                    }
+                    None => value,
+                },
+                Err(e) => {
+                    failures += 1;
+                    json!({ "topic": topic, "outcome": "error", "error": e.to_string() })
+                }
+            };
             writeln!(out, "{value}")?;
         }
         Ok(failures)
@@ -155,18 +206,32 @@ impl PluginTest {
     }
 }
 
-/// Builds the plugin's config table from `key=value` pairs.
+/// Builds the plugin's config table from `key=value` pairs. A value is TOML; one that does not
+/// parse is taken as plain text only when it does not start like a TOML string, array, table,
+/// number or boolean, so a typo in `fields=["a"` is an error rather than the string `["a"`.
 fn config_table(pairs: &[String]) -> Result<String> {
     let mut table = toml::Table::new();
     for pair in pairs {
         let (key, value) = pair
             .split_once('=')
             .with_context(|| format!("--config {pair}: expected key=value"))?;
-        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.to_string()));
-        table.insert(key.trim().to_string(), parsed);
+        let key = key.trim();
+        if key.is_empty() {
+            bail!("--config {pair}: the key is empty");
+        }
+        let parsed = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
+            Ok(mut t) => t
+                .remove("v")
+                .with_context(|| format!("--config {key}: no value"))?,
+            Err(e) if looks_like_toml(value) => {
+                let why = e.message().to_string();
+                bail!("--config {key}: `{value}` is not a valid TOML value ({why}); quote it to pass it as text, e.g. {key}='\"...\"'")
+            }
+            Err(_) => toml::Value::String(value.to_string()),
+        };
+        if table.insert(key.to_string(), parsed).is_some() {
+            bail!("--config {key}: given twice");
+        }
     }
     Ok(if table.is_empty() {
         String::new()
@@ -175,7 +240,17 @@ fn config_table(pairs: &[String]) -> Result<String> {
     })
 }
 
-fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>> {
+/// Whether `value` starts the way only a TOML value would: a quote, `[`, `{`, a digit or sign,
+/// or the words true/false/inf/nan.
+fn looks_like_toml(value: &str) -> bool {
+    let v = value.trim_start();
+    v.starts_with(['"', '\'', '[', '{', '+', '-'])
+        || v.starts_with(|c: char| c.is_ascii_digit())
+        || ["true", "false", "inf", "nan"].contains(&v.trim_end())
+}
+
+/// Reads the input lines. For a policy, a line that is not JSON is a plain topic name.
+fn read_lines(path: &Path, policy: bool) -> Result<Vec<(usize, Value)>> {
     let reader: Box<dyn BufRead> = if path == Path::new("-") {
         Box::new(std::io::stdin().lock())
     } else {
@@ -186,11 +261,24 @@ fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>> {
     let mut out = Vec::new();
     for (i, line) in reader.lines().enumerate() {
         let line = line.with_context(|| format!("reading {}", path.display()))?;
-        if line.trim().is_empty() {
+        let text = line.trim();
+        if text.is_empty() || (policy && text.starts_with('#')) {
             continue;
         }
-        let value: Value = serde_json::from_str(&line)
-            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        let value = match serde_json::from_str::<Value>(text) {
+            Ok(value) => value,
+            Err(_) if policy && !text.starts_with(['"', '{', '[']) => Value::String(text.into()),
+            Err(e) => bail!(
+                "{}:{}: not JSON ({e}){}",
+                path.display(),
+                i + 1,
+                if policy {
+                    ""
+                } else {
+                    "; a processor reads one JSON record object per line"
+                }
+            ),
+        };
         out.push((i + 1, value));
     }
     Ok(out)
@@ -277,5 +365,56 @@ fn outcome_json(record: &KafkaRecord, outcome: Outcome) -> Value {
                 "headers": r.headers.iter().map(|h| json!([h.key, bytes_json(&h.value)])).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_values_are_toml_or_plain_text_by_intent() {
+        assert_eq!(
+            config_table(&["header=env".into(), "n=3".into()]).unwrap(),
+            "header = \"env\"\nn = 3\n"
+        );
+        assert_eq!(
+            config_table(&["renames={\"orders-v1\"=\"orders\"}".into()]).unwrap(),
+            "[renames]\norders-v1 = \"orders\"\n"
+        );
+        let err = config_table(&["fields=[\"email\"".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--config fields") && err.contains("not a valid TOML value"),
+            "{err}"
+        );
+        assert!(config_table(&["s=\"unterminated".into()]).is_err());
+        assert!(config_table(&["a=1".into(), "a=2".into()])
+            .unwrap_err()
+            .to_string()
+            .contains("given twice"));
+        assert!(config_table(&["novalue".into()]).is_err());
+        // Text that cannot start a TOML value stays text, even with spaces and symbols.
+        assert_eq!(
+            config_table(&["t=${topic}.x y".into()]).unwrap(),
+            "t = \"${topic}.x y\"\n"
+        );
+    }
+
+    #[test]
+    fn policy_input_takes_plain_names_and_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("topics.txt");
+        std::fs::write(&path, "orders\n\n# a comment\n\"a.b\"\n{\"topic\":\"x\"}\n").unwrap();
+        let lines = read_lines(&path, true).unwrap();
+        let values: Vec<&Value> = lines.iter().map(|(_, v)| v).collect();
+        assert_eq!(
+            values,
+            [&json!("orders"), &json!("a.b"), &json!({"topic": "x"})]
+        );
+        assert_eq!(lines[2].0, 5, "line numbers count blank and comment lines");
+        let err = read_lines(&path, false).unwrap_err().to_string();
+        assert!(err.contains("topics.txt:1: not JSON"), "{err}");
     }
 }

@@ -16,6 +16,7 @@ pub mod groups;
 pub mod mm2;
 pub mod oauth;
 mod planner;
+pub mod probe;
 mod progress;
 pub mod reload;
 mod source_queue;

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use refract_config::{Flow, TopicFilter};
-use refract_plugin::{PluginError, ReplicationPolicy};
+use refract_plugin::{topic_name_problem, PluginError, ReplicationPolicy};
 
 /// A source topic and the remote topic it is mirrored to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,13 @@ pub enum Skip {
         with: String,
         /// The shared remote name.
         remote: String,
+    },
+    /// The policy named it something Kafka does not accept as a topic name.
+    IllegalName {
+        /// The name the policy gave.
+        remote: String,
+        /// Which rule it breaks.
+        reason: String,
     },
 }
 
@@ -97,6 +104,16 @@ impl TopicPlanner {
         let remotes = policy.format_remote_topics(&self.source, &names)?;
         let mut owner: HashMap<String, String> = HashMap::new();
         for ((source_topic, partitions), remote_topic) in chosen.into_iter().zip(remotes) {
+            if let Some(reason) = topic_name_problem(&remote_topic) {
+                plan.skipped.push((
+                    source_topic,
+                    Skip::IllegalName {
+                        remote: remote_topic,
+                        reason,
+                    },
+                ));
+                continue;
+            }
             if let Some(first) = owner.get(&remote_topic) {
                 plan.skipped.push((
                     source_topic,
@@ -194,6 +211,24 @@ mod tests {
             .map(|(t, r)| (t.to_string(), r.map(str::to_string)))
             .collect();
         assert_eq!(got, want);
+    }
+
+    /// A remote name Kafka would refuse is reported per topic; the other topics still mirror.
+    #[test]
+    fn illegal_remote_names_are_skipped_with_the_reason() {
+        let got = decide(
+            "policy = { plugin = \"builtin:default\", config = { separator = \"/\" } }",
+            &["orders"],
+        );
+        assert_eq!(got.len(), 1);
+        match &got[0] {
+            (topic, Err(Skip::IllegalName { remote, reason })) => {
+                assert_eq!(topic, "orders");
+                assert_eq!(remote, "source/orders");
+                assert!(reason.contains("\"/\""), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Internal topics are never mirrored, even when the filter includes everything.

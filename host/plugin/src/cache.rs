@@ -285,10 +285,41 @@ mod tests {
                 .unwrap();
         assert!(runtime.cache().is_some());
         let location = refract_config::PluginLocation::Builtin("builtin:identity".into());
-        runtime.compile(&location).unwrap();
+        let bytes = runtime.read(&location).unwrap();
+        runtime.compile("builtin:identity", &bytes).unwrap();
         let files = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(files, 1, "one artefact per component");
-        runtime.compile(&location).unwrap();
+        runtime.compile("builtin:identity", &bytes).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_component_of_the_wrong_kind_is_rejected_before_it_is_compiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime =
+            crate::PluginRuntime::with_cache(crate::PluginLimits::default(), Some(dir.path()))
+                .unwrap();
+        // builtin:filter is a filter: loading it as a policy fails on its exports alone.
+        let spec = refract_config::PluginSpec {
+            location: refract_config::PluginLocation::Builtin("builtin:filter".into()),
+            config: "header = \"env\"".into(),
+            key: "policy".into(),
+            memory_limit: None,
+            call_timeout: None,
+        };
+        let err = crate::PolicyPlugin::load(&runtime, &spec).unwrap_err();
+        assert!(
+            matches!(err, crate::PluginError::WrongWorld { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("a filter plugin"), "{err}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing was compiled into the cache"
+        );
+        // The right kind compiles (and is cached) as before.
+        crate::ProcessorPlugin::load(&runtime, &spec).unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -157,12 +157,20 @@ pub(crate) fn compile_checked(
     accepted: &[&str],
 ) -> Result<(Component, &'static str), PluginError> {
     let name = spec.location.to_string();
-    let component = runtime.compile(&spec.location)?;
-    let exports: Vec<String> = component
-        .component_type()
-        .exports(&runtime.engine)
-        .map(|(n, _)| n.to_string())
-        .collect();
+    let bytes = runtime.read(&spec.location)?;
+    // The kind is checked on the binary's export names, before the (slow) compilation, so a
+    // component of the wrong kind is rejected at once and never compiled or cached.
+    let exports = match top_level_exports(&bytes) {
+        Some(exports) => exports,
+        // Not parseable as a component: compiling says precisely what is wrong with it.
+        None => {
+            runtime.compile(&name, &bytes)?;
+            return Err(PluginError::NotAComponent {
+                plugin: name,
+                reason: "its export section cannot be read".into(),
+            });
+        }
+    };
     let ours: Vec<(&str, &str)> = exports
         .iter()
         .filter_map(|e| e.strip_prefix(PACKAGE))
@@ -197,6 +205,7 @@ pub(crate) fn compile_checked(
         .map(|(i, _)| *i)
         .find(|i| accepted.contains(i) && ours.iter().any(|(o, _)| o == i))
     {
+        let component = runtime.compile(&name, &bytes)?;
         return Ok((component, iface));
     }
     let kind = ours
@@ -212,6 +221,36 @@ pub(crate) fn compile_checked(
             wanted.join(" or ")
         ),
     })
+}
+
+/// The names a component exports at its top level (not those of nested components or core
+/// modules), read from the binary without compiling it; `None` when it is not a readable
+/// component.
+fn top_level_exports(bytes: &[u8]) -> Option<Vec<String>> {
+    use wasmparser::{Parser, Payload};
+    if !Parser::is_component(bytes) {
+        return None;
+    }
+    let mut depth = 0usize;
+    let mut names = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.ok()? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => {
+                if depth == 0 {
+                    break;
+                }
+                depth -= 1;
+            }
+            Payload::ComponentExportSection(section) if depth == 0 => {
+                for export in section {
+                    names.push(export.ok()?.name.name.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(names)
 }
 
 fn version_supported(version: &str) -> bool {
@@ -252,6 +291,7 @@ impl<W: World> Instance<W> {
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
         self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        self.store.data().stderr.clear();
         match f(&self.world, &self.raw, &mut self.store) {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(PluginError::Failed {
@@ -264,13 +304,13 @@ impl<W: World> Instance<W> {
                 },
             }),
             Err(trap) => {
-                let stderr =
-                    String::from_utf8_lossy(&self.store.data().stderr.contents()).into_owned();
+                let (stderr, dropped) = self.store.data().stderr.contents();
                 let (kind, reason) = describe_trap(
                     &trap,
                     self.limits.call_deadline,
                     self.limits.memory_bytes,
                     &stderr,
+                    dropped,
                 );
                 Err(PluginError::Trap {
                     plugin: self.plugin_name.to_string(),

@@ -98,13 +98,16 @@ pub enum TrapKind {
     Guest,
 }
 
-/// Describes a trap for a user: deadline, memory cap or the guest's own failure (with whatever
-/// it wrote to stderr, e.g. a panic message).
+/// Describes a trap for a user: deadline, memory cap or the guest's own failure. For the
+/// latter the plugin's own words come first — the exception or panic line found in what the call
+/// wrote to stderr — then the wasm trap, then that stderr itself (its last
+/// [`STDERR_CAP`](crate::stderr::STDERR_CAP) bytes; `dropped` bytes before them were cut).
 pub(crate) fn describe_trap(
     err: &wasmtime::Error,
     deadline: Duration,
     memory: usize,
     stderr: &str,
+    dropped: usize,
 ) -> (TrapKind, String) {
     if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
         if *trap == wasmtime::Trap::Interrupt {
@@ -127,22 +130,25 @@ pub(crate) fn describe_trap(
             ),
         );
     }
-    let mut text = chain.first().cloned().unwrap_or_default();
-    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
-        text = trap.to_string();
-    }
+    let trap = match err.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => chain.first().cloned().unwrap_or_default(),
+    };
     let stderr = stderr.trim();
-    if !stderr.is_empty() {
-        let last: String = stderr
-            .lines()
-            .rev()
-            .take(3)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join(" | ");
-        text = format!("{text} (plugin stderr: {last})");
+    if stderr.is_empty() {
+        return (TrapKind::Guest, trap);
     }
+    let cut = if dropped > 0 {
+        format!(
+            ", the last {} bytes; {dropped} before them cut",
+            stderr.len()
+        )
+    } else {
+        String::new()
+    };
+    let text = match crate::stderr::failure_summary(stderr) {
+        Some(summary) => format!("{summary} [{trap}]; plugin stderr{cut}:\n{stderr}"),
+        None => format!("{trap}; plugin stderr{cut}:\n{stderr}"),
+    };
     (TrapKind::Guest, text)
 }

@@ -15,13 +15,15 @@ mod error;
 mod policy;
 mod processor;
 mod runtime;
+mod stderr;
 mod view;
 
 pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use cache::{default_cache_dir, CACHE_DIR_ENV};
 pub use error::{PluginError, TrapKind};
-pub use policy::{PolicyPlugin, ReplicationPolicy};
+pub use policy::{topic_name_problem, PolicyPlugin, ReplicationPolicy, MAX_TOPIC_NAME_LEN};
 pub use processor::{AnyPlugin, Processor, ProcessorKind, ProcessorPlugin};
 pub use runtime::{PluginLimits, PluginRuntime};
+pub use stderr::{failure_summary, STDERR_CAP};
 pub use view::{BatchView, HeaderView, RecordView};

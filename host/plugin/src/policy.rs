@@ -14,6 +14,41 @@ use crate::runtime::{PluginRuntime, PluginState};
 /// Longest chain of upstream names followed when deriving an original topic.
 const MAX_HOPS: usize = 64;
 
+/// The longest topic name Kafka accepts.
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// Why Kafka would refuse `name` as a topic name (its rules: 1 to 249 characters out of ASCII
+/// letters, digits, `.`, `_` and `-`, and neither `.` nor `..`), or `None` when it is legal.
+pub fn topic_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name == "." || name == ".." {
+        return Some(format!("`{name}` is not allowed as a topic name"));
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return Some(format!(
+            "it is {} characters long; Kafka allows at most {MAX_TOPIC_NAME_LEN}",
+            name.chars().count()
+        ));
+    }
+    let bad: String = name
+        .chars()
+        .filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        .fold(String::new(), |mut acc, c| {
+            if !acc.contains(c) {
+                acc.push(c);
+            }
+            acc
+        });
+    (!bad.is_empty()).then(|| {
+        format!(
+            "it contains {:?}; Kafka allows only ASCII letters, digits, `.`, `_` and `-`",
+            bad
+        )
+    })
+}
+
 /// A replication-policy plugin that compiled, linked and accepted its config.
 /// Cheap to share; each flow makes its own [`ReplicationPolicy`] from it.
 pub struct PolicyPlugin(Arc<Plugin<PolicyWorld>>);
@@ -275,5 +310,26 @@ impl ReplicationPolicy {
                 .call_checkpoints_topic(s, cluster)
                 .map(Ok)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topic_name_problem;
+
+    #[test]
+    fn kafka_topic_name_rules() {
+        for ok in ["orders", "a.orders", "A_b-c.9", &"x".repeat(249)] {
+            assert_eq!(topic_name_problem(ok), None, "{ok}");
+        }
+        assert!(topic_name_problem("").unwrap().contains("empty"));
+        assert!(topic_name_problem(".").unwrap().contains("not allowed"));
+        assert!(topic_name_problem("..").unwrap().contains("not allowed"));
+        assert!(topic_name_problem(&"x".repeat(250))
+            .unwrap()
+            .contains("250 characters"));
+        let bad = topic_name_problem("a/b c/d").unwrap();
+        assert!(bad.contains("\"/ \""), "{bad}");
+        assert!(topic_name_problem("café").unwrap().contains("é"));
     }
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use refract_config::PluginLocation;
@@ -15,6 +14,7 @@ use crate::bindings::LogLevel;
 use crate::builtin::builtin_bytes;
 use crate::cache::CompileCache;
 use crate::error::PluginError;
+use crate::stderr::StderrTail;
 
 /// How often the engine's epoch advances; call deadlines are whole multiples of it.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -52,7 +52,7 @@ pub(crate) struct PluginState {
     table: ResourceTable,
     limits: StoreLimits,
     plugin: Arc<str>,
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) stderr: StderrTail,
 }
 
 impl WasiView for PluginState {
@@ -155,10 +155,13 @@ impl PluginRuntime {
         }))
     }
 
-    /// Reads and compiles a component from a built-in name or a file.
-    pub(crate) fn compile(&self, location: &PluginLocation) -> Result<Component, PluginError> {
+    /// The bytes of a built-in plugin or a plugin file.
+    pub(crate) fn read(
+        &self,
+        location: &PluginLocation,
+    ) -> Result<std::borrow::Cow<'static, [u8]>, PluginError> {
         let plugin = location.to_string();
-        let bytes: std::borrow::Cow<'static, [u8]> = match location {
+        Ok(match location {
             PluginLocation::Builtin(name) => builtin_bytes(name)
                 .ok_or_else(|| PluginError::Read {
                     plugin: plugin.clone(),
@@ -171,22 +174,26 @@ impl PluginRuntime {
                     reason: e.to_string(),
                 })?
                 .into(),
-        };
-        if wasmparser_is_core_module(&bytes) {
+        })
+    }
+
+    /// Compiles a component read by [`PluginRuntime::read`] (through the cache when there is one).
+    pub(crate) fn compile(&self, plugin: &str, bytes: &[u8]) -> Result<Component, PluginError> {
+        if wasmparser_is_core_module(bytes) {
             return Err(PluginError::NotAComponent {
-                plugin,
+                plugin: plugin.to_string(),
                 reason: "it is a core WebAssembly module, not a component; build for wasm32-wasip2 or wrap it with `wasm-tools component new`".into(),
             });
         }
-        let compile = || Component::from_binary(&self.engine, &bytes);
+        let compile = || Component::from_binary(&self.engine, bytes);
         let compiled = match &self.cache {
             Some(cache) => cache
-                .load_or_compile(&self.engine, &bytes, &plugin, compile)
+                .load_or_compile(&self.engine, bytes, plugin, compile)
                 .map(|(component, _)| component),
             None => compile(),
         };
         compiled.map_err(|e| PluginError::NotAComponent {
-            plugin,
+            plugin: plugin.to_string(),
             reason: format!("{e:#}"),
         })
     }
@@ -203,7 +210,7 @@ impl PluginRuntime {
         plugin: Arc<str>,
         plugin_limits: &PluginLimits,
     ) -> Store<PluginState> {
-        let stderr = MemoryOutputPipe::new(8 << 10);
+        let stderr = StderrTail::default();
         let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
         let limits = StoreLimitsBuilder::new()
             .memory_size(plugin_limits.memory_bytes)

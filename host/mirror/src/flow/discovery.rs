@@ -8,7 +8,7 @@ use rdkafka::consumer::Consumer;
 
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use refract_plugin::ReplicationPolicy;
 
@@ -53,6 +53,15 @@ impl FlowRunner {
             match skip {
                 Skip::Conflict { with, remote } => {
                     warn!(flow = %name, "not mirroring {topic}: {with} is already mirrored to {remote}")
+                }
+                Skip::IllegalName { remote, reason } => {
+                    let message = format!(
+                        "not mirroring {topic}: the replication policy {} names it `{remote}` on {}, which is not a legal Kafka topic name: {reason}",
+                        policy.plugin().name(),
+                        self.flow.target
+                    );
+                    error!(flow = %name, "{message}");
+                    lock(&self.status).last_error = Some(message);
                 }
                 Skip::Cycle => {
                     debug!(flow = %name, "not mirroring {topic}: it came from {} (cycle)", self.flow.target)

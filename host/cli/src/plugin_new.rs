@@ -1,0 +1,414 @@
+//! `refract plugin new`: writes a ready plugin project — source with the kind's default
+//! behaviour and one place to change, a build script, sample input for `refract plugin test`
+//! and a README — for a policy, filter or transform in Rust, Python, JavaScript or C.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// The plugin kinds a project can be made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// A replication policy: names remote topics (world policy-plugin).
+    Policy,
+    /// A record filter: keeps or drops records (world filter-plugin).
+    Filter,
+    /// A record transform: rewrites, drops, fans out or re-routes records (world transform-plugin).
+    Transform,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Policy => "policy",
+            Kind::Filter => "filter",
+            Kind::Transform => "transform",
+        }
+    }
+
+    fn world(self) -> &'static str {
+        match self {
+            Kind::Policy => "policy-plugin",
+            Kind::Filter => "filter-plugin",
+            Kind::Transform => "transform-plugin",
+        }
+    }
+
+    /// The sample input file and how `plugin test` is run on it.
+    fn sample(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Policy => ("topics.txt", include_str!("../templates/common/topics.txt")),
+            _ => (
+                "records.jsonl",
+                include_str!("../templates/common/records.jsonl"),
+            ),
+        }
+    }
+}
+
+/// The languages a project can be written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// Rust with refract's guest SDK (plugins/sdk).
+    Rust,
+    /// Python with componentize-py and sdk/python/refract_plugin.py.
+    Python,
+    /// JavaScript with componentize-js and sdk/javascript/refract-plugin.js.
+    Javascript,
+    /// C with clang, wasi-libc, sdk/c/refract_plugin.h and the committed bindings.
+    C,
+}
+
+impl Lang {
+    fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Javascript => "javascript",
+            Lang::C => "c",
+        }
+    }
+}
+
+/// What `refract plugin new` was asked to do.
+#[derive(clap::Args)]
+pub struct PluginNew {
+    /// What the plugin does.
+    #[arg(long, value_enum)]
+    pub kind: Kind,
+    /// The language it is written in.
+    #[arg(long, value_enum)]
+    pub lang: Lang,
+    /// The plugin's name (`info().name`, the crate or file name); default: DIR's last component.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The refract checkout whose WIT and guest SDKs the project builds against; default:
+    /// `$REFRACT_HOME`, else the checkout this refract was built from.
+    #[arg(long)]
+    pub sdk: Option<PathBuf>,
+    /// The folder to create (it must not exist, or be empty).
+    pub dir: PathBuf,
+}
+
+/// One file of a project.
+struct Template {
+    path: String,
+    text: &'static str,
+    executable: bool,
+}
+
+fn file(path: impl Into<String>, text: &'static str, executable: bool) -> Template {
+    Template {
+        path: path.into(),
+        text,
+        executable,
+    }
+}
+
+/// The files of a `lang` × `kind` project (before placeholders are filled in).
+fn templates(lang: Lang, kind: Kind) -> Vec<Template> {
+    let (sample, sample_text) = kind.sample();
+    let mut files = vec![
+        file(
+            "README.md",
+            include_str!("../templates/common/README.md"),
+            false,
+        ),
+        file(sample, sample_text, false),
+    ];
+    match lang {
+        Lang::Rust => {
+            files.push(file(
+                "Cargo.toml",
+                include_str!("../templates/rust/Cargo.toml"),
+                false,
+            ));
+            // The guest workspace's lock file: the same crate versions, so the build needs no
+            // registry once the checkout's plugins were built (cargo prunes what is unused).
+            files.push(file(
+                "Cargo.lock",
+                include_str!("../../../plugins/Cargo.lock"),
+                false,
+            ));
+            files.push(file(
+                "build.sh",
+                include_str!("../templates/rust/build.sh"),
+                true,
+            ));
+            files.push(file(".gitignore", "/target\n*.wasm\n", false));
+            files.push(file(
+                "src/lib.rs",
+                match kind {
+                    Kind::Policy => include_str!("../templates/rust/policy.rs"),
+                    Kind::Filter => include_str!("../templates/rust/filter.rs"),
+                    Kind::Transform => include_str!("../templates/rust/transform.rs"),
+                },
+                false,
+            ));
+        }
+        Lang::Python => {
+            files.push(file(
+                "build.sh",
+                include_str!("../templates/python/build.sh"),
+                true,
+            ));
+            files.push(file(
+                ".gitignore",
+                "*.wasm\n__pycache__/\nwit_world/\ncomponentize_py_*\n",
+                false,
+            ));
+            files.push(file(
+                "app.py",
+                match kind {
+                    Kind::Policy => include_str!("../templates/python/policy.py"),
+                    Kind::Filter => include_str!("../templates/python/filter.py"),
+                    Kind::Transform => include_str!("../templates/python/transform.py"),
+                },
+                false,
+            ));
+        }
+        Lang::Javascript => {
+            files.push(file(
+                "build.sh",
+                include_str!("../templates/javascript/build.sh"),
+                true,
+            ));
+            files.push(file(".gitignore", "*.wasm\n", false));
+            files.push(file(
+                format!("{}.js", kind.name()),
+                match kind {
+                    Kind::Policy => include_str!("../templates/javascript/policy.js"),
+                    Kind::Filter => include_str!("../templates/javascript/filter.js"),
+                    Kind::Transform => include_str!("../templates/javascript/transform.js"),
+                },
+                false,
+            ));
+        }
+        Lang::C => {
+            files.push(file(
+                "build.sh",
+                include_str!("../templates/c/build.sh"),
+                true,
+            ));
+            files.push(file(".gitignore", "*.wasm\n", false));
+            files.push(file(
+                format!("{}.c", kind.name()),
+                match kind {
+                    Kind::Policy => include_str!("../templates/c/policy.c"),
+                    Kind::Filter => include_str!("../templates/c/filter.c"),
+                    Kind::Transform => include_str!("../templates/c/transform.c"),
+                },
+                false,
+            ));
+        }
+    }
+    files
+}
+
+/// A plugin name from `dir`'s last component: lower case ASCII letters, digits and `-`.
+fn default_name(dir: &Path) -> Result<String> {
+    let last = dir.file_name().and_then(|n| n.to_str()).with_context(|| {
+        format!(
+            "{}: cannot take a plugin name from it; pass --name",
+            dir.display()
+        )
+    })?;
+    let name: String = last
+        .chars()
+        .map(|c| match c {
+            'A'..='Z' => c.to_ascii_lowercase(),
+            'a'..='z' | '0'..='9' => c,
+            _ => '-',
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_string();
+    check_name(&name).with_context(|| {
+        format!(
+            "{}: cannot take a plugin name from it; pass --name",
+            dir.display()
+        )
+    })?;
+    Ok(name)
+}
+
+/// A name usable as a crate, file and module name: starts with a letter; letters, digits, `-`.
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > 64 {
+        bail!("the plugin name must be 1 to 64 characters long");
+    }
+    if !name.starts_with(|c: char| c.is_ascii_lowercase())
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        bail!("plugin name `{name}`: use lower case ASCII letters, digits and `-`, starting with a letter");
+    }
+    Ok(())
+}
+
+/// The refract checkout to build against: `--sdk`, `$REFRACT_HOME`, or the one this binary was
+/// built from. It must hold `wit/plugin.wit`.
+fn refract_home(sdk: Option<&Path>) -> Result<PathBuf> {
+    let (home, from) = match (sdk, std::env::var_os("REFRACT_HOME")) {
+        (Some(p), _) => (p.to_path_buf(), "--sdk"),
+        (None, Some(p)) => (PathBuf::from(p), "REFRACT_HOME"),
+        (None, None) => (
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+            "the checkout refract was built from",
+        ),
+    };
+    if !home.join("wit/plugin.wit").is_file() {
+        bail!(
+            "{} ({from}) is not a refract checkout (no wit/plugin.wit); pass --sdk <path to a refract checkout>",
+            home.display()
+        );
+    }
+    home.canonicalize()
+        .with_context(|| format!("resolving {}", home.display()))
+}
+
+impl PluginNew {
+    /// Writes the project and prints what to do next.
+    pub fn run(&self) -> Result<()> {
+        let name = match &self.name {
+            Some(n) => {
+                check_name(n)?;
+                n.clone()
+            }
+            None => default_name(&self.dir)?,
+        };
+        let home = refract_home(self.sdk.as_deref())?;
+        let home_text = home
+            .to_str()
+            .with_context(|| format!("{}: not UTF-8", home.display()))?;
+        if self.dir.exists() {
+            let empty = std::fs::read_dir(&self.dir)
+                .with_context(|| format!("reading {}", self.dir.display()))?
+                .next()
+                .is_none();
+            if !empty {
+                bail!(
+                    "{}: already exists and is not empty; choose a new folder",
+                    self.dir.display()
+                );
+            }
+        }
+        let (sample, _) = self.kind.sample();
+        let wasm = format!("{name}.wasm");
+        let test_command = format!("refract plugin test {wasm} --input {sample}");
+        let fill = |text: &str| {
+            text.replace("@NAME@", &name)
+                .replace("@CRATE_FILE@", &name.replace('-', "_"))
+                .replace("@KIND@", self.kind.name())
+                .replace("@WORLD@", self.kind.world())
+                .replace("@LANG@", self.lang.name())
+                .replace("@SOURCE@", &source_file(self.lang, self.kind))
+                .replace("@SAMPLE@", sample)
+                .replace("@WASM@", &wasm)
+                .replace("@TEST@", &test_command)
+                .replace("@REFRACT_HOME@", home_text)
+        };
+        for t in templates(self.lang, self.kind) {
+            let path = self.dir.join(&t.path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            std::fs::write(&path, fill(t.text))
+                .with_context(|| format!("writing {}", path.display()))?;
+            if t.executable {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                    .with_context(|| format!("making {} executable", path.display()))?;
+            }
+        }
+        println!(
+            "created {} ({} {} plugin `{name}`, built against {home_text})",
+            self.dir.display(),
+            self.lang.name(),
+            self.kind.name()
+        );
+        println!("next:");
+        println!("  cd {}", self.dir.display());
+        println!("  ./build.sh              # writes {wasm}");
+        println!("  {test_command}");
+        println!(
+            "then edit {} (the place to change is marked CHANGE ME)",
+            source_file(self.lang, self.kind)
+        );
+        Ok(())
+    }
+}
+
+/// The file the user edits.
+fn source_file(lang: Lang, kind: Kind) -> String {
+    match lang {
+        Lang::Rust => "src/lib.rs".into(),
+        Lang::Python => "app.py".into(),
+        Lang::Javascript => format!("{}.js", kind.name()),
+        Lang::C => format!("{}.c", kind.name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_folder_or_are_checked() {
+        assert_eq!(
+            default_name(Path::new("/tmp/My_Policy")).unwrap(),
+            "my-policy"
+        );
+        assert!(default_name(Path::new("/tmp/9lives")).is_err());
+        assert!(check_name("ok-name-2").is_ok());
+        assert!(check_name("Bad").is_err());
+        assert!(check_name("").is_err());
+    }
+
+    #[test]
+    fn every_kind_and_language_has_its_files_and_placeholders_are_known() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Javascript, Lang::C] {
+            for kind in [Kind::Policy, Kind::Filter, Kind::Transform] {
+                let files = templates(lang, kind);
+                let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+                assert!(names.contains(&"build.sh"), "{lang:?} {kind:?}");
+                assert!(names.contains(&"README.md"));
+                assert!(
+                    names.contains(&source_file(lang, kind).as_str()),
+                    "{names:?}"
+                );
+                for f in &files {
+                    for placeholder in f.text.match_indices('@').map(|(i, _)| &f.text[i..]) {
+                        let Some(end) = placeholder[1..].find('@') else {
+                            continue;
+                        };
+                        let word = &placeholder[1..=end];
+                        if word.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                            && !word.is_empty()
+                        {
+                            assert!(
+                                [
+                                    "NAME",
+                                    "CRATE_FILE",
+                                    "KIND",
+                                    "WORLD",
+                                    "LANG",
+                                    "SOURCE",
+                                    "SAMPLE",
+                                    "WASM",
+                                    "TEST",
+                                    "REFRACT_HOME"
+                                ]
+                                .contains(&word),
+                                "{}: unknown placeholder @{word}@",
+                                f.path
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

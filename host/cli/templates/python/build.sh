@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds @NAME@.wasm, a refract @KIND@ plugin (world @WORLD@), from app.py with componentize-py
+# and refract's Python helpers (sdk/python/refract_plugin.py) from the refract checkout. Offline;
+# needs componentize-py (`.ci/install-guest-toolchains` in the checkout installs the pinned one).
+set -euo pipefail
+cd "$(dirname "$0")"
+home="${REFRACT_HOME:-@REFRACT_HOME@}"
+componentize-py -d "$home/wit" -w @WORLD@ componentize app -p . -p "$home/sdk/python" -o @NAME@.wasm
+echo "wrote @NAME@.wasm ($(stat -c %s @NAME@.wasm) bytes)"
