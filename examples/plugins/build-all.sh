@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the example filter plugin in every language: <lang>/filter.wasm. Stops at the first
-# failure with a non-zero exit. Install the toolchains first with .ci/install-guest-toolchains.
+# Builds the example plugins in every language: <lang>/filter.wasm and <lang>/policy.wasm (Go: the
+# policy only). Stops at the first failure with a non-zero exit. Install the toolchains first with
+# .ci/install-guest-toolchains (and .ci/install-go-toolchain for Go).
 set -euo pipefail
 cd "$(dirname "$0")"
-for lang in python javascript c; do
+for lang in python javascript c go; do
   printf '\n== %s\n' "$lang"
   start=$(date +%s%N)
   if ! "./$lang/build.sh"; then
@@ -11,5 +12,6 @@ for lang in python javascript c; do
     exit 1
   fi
   ms=$((($(date +%s%N) - start) / 1000000))
-  printf '%s/filter.wasm: %s bytes, built in %d.%d s\n' "$lang" "$(stat -c %s "$lang/filter.wasm")" $((ms / 1000)) $((ms % 1000 / 100))
+  for f in "$lang"/*.wasm; do printf '%s: %s bytes\n' "$f" "$(stat -c %s "$f")"; done
+  printf '%s built in %d.%d s\n' "$lang" $((ms / 1000)) $((ms % 1000 / 100))
 done

@@ -27,6 +27,12 @@ impl FlowRunner {
         for s in skipped {
             warn!(flow = %self.flow.name(), plugin = %s.plugin, "skipping {topic}[{partition}] offset {}: {}", s.offset, s.error);
         }
+        if let Some(s) = skipped.last() {
+            lock(&self.status).last_error = Some(format!(
+                "skipped {topic}[{partition}] offset {}: {}",
+                s.offset, s.error
+            ));
+        }
         self.count(RecordEvent::Skipped, skipped.len() as u64);
     }
 
@@ -35,6 +41,13 @@ impl FlowRunner {
     pub(super) fn dead_lettered(&self, topic: &str, partition: i32, dead: &[DeadLetter<'_>]) {
         for d in dead {
             warn!(flow = %self.flow.name(), plugin = %d.plugin, "dead-lettering {topic}[{partition}] offset {} to {}: {}", d.item.offset, self.flow.delivery.dead_letter_topic, d.error);
+        }
+        // The latest one stays visible in /status (last_error), the plugin's own words included.
+        if let Some(d) = dead.last() {
+            lock(&self.status).last_error = Some(format!(
+                "dead-lettered {topic}[{partition}] offset {}: {}",
+                d.item.offset, d.error
+            ));
         }
         self.count(RecordEvent::DeadLettered, dead.len() as u64);
     }

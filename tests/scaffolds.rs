@@ -1,0 +1,292 @@
+//! `refract plugin new` writes a project for every kind × language that builds offline with the
+//! toolchains `.ci/` installs and passes `refract plugin test` on its own sample input; each
+//! language's policy project names the remote topics of a real flow between real brokers; and an
+//! exception raised in a Python filter or thrown in a JavaScript transform shows its type and
+//! message in `plugin test`, the run log, the dead-letter headers and `/status`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::*;
+
+const KINDS: [&str; 3] = ["policy", "filter", "transform"];
+
+/// `refract plugin new --kind KIND --lang LANG <dir>/<lang>-<kind>`; the project folder.
+fn new_project(dir: &Path, lang: &str, kind: &str) -> PathBuf {
+    let project = dir.join(format!("{lang}-{kind}"));
+    let out = refract(&[
+        "plugin",
+        "new",
+        "--kind",
+        kind,
+        "--lang",
+        lang,
+        &project.display().to_string(),
+    ]);
+    assert!(
+        out.status.success(),
+        "plugin new: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("./build.sh"), "{stdout}");
+    project
+}
+
+/// Runs the project's `build.sh`; the `.wasm` it wrote.
+fn build(project: &Path) -> PathBuf {
+    let name = project
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("project name");
+    // Rust projects share one target folder, so the SDK's dependencies compile once.
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-rust");
+    let out = Command::new(project.join("build.sh"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("run build.sh");
+    assert!(
+        out.status.success(),
+        "{}/build.sh failed:\n{}{}",
+        project.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wasm = project.join(format!("{name}.wasm"));
+    assert!(wasm.is_file(), "{} was not written", wasm.display());
+    wasm
+}
+
+/// `refract plugin test` on the project's sample input; exit code and the JSON lines.
+fn plugin_test(project: &Path, wasm: &Path, extra: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let sample = if project.join("topics.txt").exists() {
+        "topics.txt"
+    } else {
+        "records.jsonl"
+    };
+    let out = Command::new(refract_bin())
+        .current_dir(project)
+        .args([
+            "plugin",
+            "test",
+            &wasm.display().to_string(),
+            "--input",
+            sample,
+        ])
+        .args(extra)
+        .output()
+        .expect("run plugin test");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    (
+        out.status.code(),
+        lines,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every kind of `lang` builds and answers its sample input with the kind's default behaviour;
+/// the policy project then mirrors a topic through a real flow.
+fn projects_build_test_and_mirror(lang: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut policy = None;
+    for kind in KINDS {
+        let project = new_project(dir.path(), lang, kind);
+        let wasm = build(&project);
+        let (code, lines, stderr) = plugin_test(&project, &wasm, &["--source-cluster", "primary"]);
+        assert_eq!(code, Some(0), "{lang} {kind}: {stderr}");
+        if kind == "policy" {
+            // MirrorMaker 2's DefaultReplicationPolicy, as generated.
+            let by_topic = |t: &str| {
+                lines
+                    .iter()
+                    .find(|l| l["topic"] == t)
+                    .unwrap_or_else(|| panic!("{lang}: no answer for {t}: {lines:?}"))
+                    .clone()
+            };
+            assert_eq!(lines.len(), 7, "{lines:?}");
+            assert_eq!(by_topic("orders")["remote"], "primary.orders");
+            assert_eq!(by_topic("orders")["source"], Value::Null);
+            assert_eq!(by_topic("primary.orders")["source"], "primary");
+            assert_eq!(by_topic("primary.orders")["upstream"], "orders");
+            assert_eq!(by_topic("primary.heartbeats")["heartbeats"], true);
+            assert_eq!(by_topic("__consumer_offsets")["internal"], true);
+            assert_eq!(
+                by_topic("mm2-offset-syncs.backup.internal")["internal"],
+                true
+            );
+            assert_eq!(by_topic("payments.v2")["internal"], false);
+            policy = Some(wasm.clone());
+        } else {
+            let outcomes: Vec<&Value> = lines.iter().map(|l| &l["outcome"]).collect();
+            assert_eq!(
+                outcomes,
+                ["keep", "keep", "keep"],
+                "{lang} {kind}: {lines:?}"
+            );
+        }
+        // An unknown config key is rejected, naming it.
+        let (code, _, stderr) = plugin_test(&project, &wasm, &["--config", "bogus=1"]);
+        assert_eq!(code, Some(2), "{lang} {kind}");
+        assert!(stderr.contains("bogus"), "{lang} {kind}: {stderr}");
+    }
+
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique(&format!("scaffold-{lang}"));
+    a.create_topic(&topic, 2);
+    let records = sample_records(lang, 2, 30);
+    a.produce(&topic, &records);
+    let flows = format!(
+        "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\npolicy = {{ plugin = \"{}\" }}\n",
+        policy.expect("a policy project").display()
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", a), ("b", b)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("30 records under the generated policy's name", || {
+        b.counts(&remote).iter().sum::<i64>() == 30
+    });
+    assert_eq!(b.read_all(&remote), by_partition(&records, 2));
+    assert_eq!(refract.stop(), Some(0));
+}
+
+#[test]
+fn rust_projects() {
+    projects_build_test_and_mirror("rust");
+}
+
+#[test]
+fn python_projects() {
+    projects_build_test_and_mirror("python");
+}
+
+#[test]
+fn javascript_projects() {
+    projects_build_test_and_mirror("javascript");
+}
+
+#[test]
+fn c_projects() {
+    projects_build_test_and_mirror("c");
+}
+
+/// A processor project whose one place to change raises on the record whose value is `boom`:
+/// its exception (type and message) is shown by `plugin test`, the run log, the dead-letter
+/// record's headers and `/status`, while the other records are mirrored.
+fn exception_in_own_words(lang: &str, kind: &str, change: (&str, &str), exception: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let project = new_project(dir.path(), lang, kind);
+    let source = project.join(if lang == "python" {
+        "app.py".to_string()
+    } else {
+        format!("{kind}.js")
+    });
+    let text = std::fs::read_to_string(&source).expect("read the source");
+    assert!(text.contains(change.0), "{}: {text}", source.display());
+    std::fs::write(&source, text.replace(change.0, change.1)).expect("write the source");
+    let wasm = build(&project);
+
+    let input = project.join("boom.jsonl");
+    std::fs::write(&input, "{\"value\":\"fine\"}\n{\"value\":\"boom\"}\n").expect("input");
+    let out = Command::new(refract_bin())
+        .args(["plugin", "test", &wasm.display().to_string(), "--input"])
+        .arg(&input)
+        .output()
+        .expect("plugin test");
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(exception), "{stdout}");
+
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique(&format!("boom-{lang}"));
+    a.create_topic(&topic, 1);
+    let records: Vec<TestRecord> = (0..10)
+        .map(|i| TestRecord {
+            partition: 0,
+            key: Some(format!("k{i}").into_bytes()),
+            value: Some(
+                if i == 4 {
+                    "boom".into()
+                } else {
+                    format!("v{i}")
+                }
+                .into_bytes(),
+            ),
+            headers: vec![],
+            timestamp: 1_650_000_000_000 + i,
+        })
+        .collect();
+    a.produce(&topic, &records);
+    let flows = format!(
+        "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nprocessors = [{{ plugin = \"{}\", on_error = \"dead-letter\" }}]\n",
+        wasm.display()
+    );
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(&[("a", a), ("b", b)], &flows)
+    );
+    let mut refract = Refract::start(&text, &[]);
+    let remote = format!("a.{topic}");
+    let dlq = "refract.dlq.a.internal";
+    let ours = |r: &TestRecord| {
+        r.headers
+            .iter()
+            .any(|(k, v)| k == "refract.source.topic" && v.as_deref() == Some(topic.as_bytes()))
+    };
+    refract.wait("9 records mirrored and the bad one dead-lettered", || {
+        b.counts(&remote).iter().sum::<i64>() == 9
+            && b.read_all(dlq).iter().flatten().any(|r| ours(r))
+    });
+    let dead: Vec<TestRecord> = b
+        .read_all(dlq)
+        .into_iter()
+        .flatten()
+        .filter(|r| ours(r))
+        .collect();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].value.as_deref(), Some(b"boom".as_slice()));
+    let message = dead[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "refract.error.message")
+        .and_then(|(_, v)| v.clone())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    assert!(message.contains(exception), "dead-letter header: {message}");
+    assert!(refract.log().contains(exception), "{}", refract.log());
+    let (_, status) = http(&refract.metrics_addr(), "GET", "/status");
+    assert!(status.contains(exception), "{status}");
+    assert_eq!(refract.stop(), Some(0));
+}
+
+#[test]
+fn python_exception_is_shown_in_its_own_words() {
+    exception_in_own_words(
+        "python",
+        "filter",
+        (
+            "        return True\n",
+            "        if record.value_str() == \"boom\":\n            raise ValueError(f\"cannot mirror boom at offset {record.offset}\")\n        return True\n",
+        ),
+        "ValueError: cannot mirror boom at offset",
+    );
+}
+
+#[test]
+fn javascript_exception_is_shown_in_its_own_words() {
+    exception_in_own_words(
+        "javascript",
+        "transform",
+        (
+            "    return keep();\n",
+            "    if (record.valueStr() === 'boom') throw new RangeError(`cannot mirror boom at offset ${record.offset}`);\n    return keep();\n",
+        ),
+        "RangeError: cannot mirror boom at offset",
+    );
+}
