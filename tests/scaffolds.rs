@@ -240,8 +240,7 @@ fn exception_in_own_words(lang: &str, kind: &str, change: (&str, &str), exceptio
             .any(|(k, v)| k == "refract.source.topic" && v.as_deref() == Some(topic.as_bytes()))
     };
     refract.wait("9 records mirrored and the bad one dead-lettered", || {
-        b.counts(&remote).iter().sum::<i64>() == 9
-            && b.read_all(dlq).iter().flatten().any(|r| ours(r))
+        b.counts(&remote).iter().sum::<i64>() == 9 && b.read_all(dlq).iter().flatten().any(&ours)
     });
     let dead: Vec<TestRecord> = b
         .read_all(dlq)
