@@ -81,12 +81,20 @@ impl PluginTest {
         let lines = read_lines(&self.input, policy)?;
         let mut out = std::io::stdout().lock();
         let failures = match plugin {
-            AnyPlugin::Policy(p) => {
-                self.policy(&mut ReplicationPolicy::new(p), &lines, &mut out)?
-            }
+            AnyPlugin::Policy(p) => self.policy(&mut ReplicationPolicy::new(p), &lines, &mut out),
             AnyPlugin::Processor(p) => {
-                self.processor(&mut Processor::new(Arc::clone(&p)), &lines, &mut out)?
+                self.processor(&mut Processor::new(Arc::clone(&p)), &lines, &mut out)
             }
+        };
+        let failures = match failures {
+            // The reader went away (`| head`): stop quietly, as other command-line tools do.
+            Err(e)
+                if e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+            {
+                return Ok(())
+            }
+            other => other?,
         };
         if failures > 0 {
             bail!("the plugin failed on {failures} input(s); see the \"error\" lines");
