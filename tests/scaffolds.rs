@@ -289,3 +289,73 @@ fn javascript_exception_is_shown_in_its_own_words() {
         "RangeError: cannot mirror boom at offset",
     );
 }
+
+/// Without the helper libraries an exception traps the plugin; the error still starts with the
+/// exception's type and message (the last line of the Python traceback, the error a JavaScript
+/// export threw), before the wasm trap and the plugin's stderr.
+#[test]
+fn a_trapping_exception_without_the_helpers_is_named_first() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let app = "from wit_world import exports\nfrom wit_world.imports import types\n\n\
+class Lifecycle(exports.Lifecycle):\n    def info(self):\n        return types.PluginInfo(name=\"raw\", version=\"0.1.0\")\n    def init(self, config):\n        pass\n\n\
+class RecordFilter(exports.RecordFilter):\n    def filter(self, batch):\n        return {}[\"missing-\" + batch.topic]\n";
+    std::fs::write(dir.path().join("app.py"), app).expect("write app.py");
+    let python = dir.path().join("raw-python.wasm");
+    let out = Command::new("componentize-py")
+        .current_dir(dir.path())
+        .arg("-d")
+        .arg(home.join("wit"))
+        .args(["-w", "filter-plugin", "componentize", "app", "-o"])
+        .arg(&python)
+        .output()
+        .expect("run componentize-py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let js = "export const lifecycle = { info() { return { name: 'raw', version: '0.1.0' }; }, init(config) {} };\n\
+export const recordFilter = { filter(batch) { throw new TypeError(`bad record in ${batch.topic}`); } };\n";
+    std::fs::write(dir.path().join("raw.js"), js).expect("write raw.js");
+    let javascript = dir.path().join("raw-javascript.wasm");
+    let out = Command::new("node")
+        .arg(home.join("sdk/javascript/build.mjs"))
+        .args(["--world", "filter-plugin", "--source"])
+        .arg(dir.path().join("raw.js"))
+        .arg("--out")
+        .arg(&javascript)
+        .output()
+        .expect("run build.mjs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let input = dir.path().join("one.jsonl");
+    std::fs::write(&input, "{\"topic\":\"orders\",\"value\":\"v\"}\n").expect("input");
+    for (wasm, first) in [
+        (
+            &python,
+            "filter was stopped: KeyError: 'missing-orders' [wasm trap",
+        ),
+        (
+            &javascript,
+            "filter was stopped: TypeError: bad record in orders [wasm trap",
+        ),
+    ] {
+        let out = Command::new(refract_bin())
+            .args(["plugin", "test", &wasm.display().to_string(), "--input"])
+            .arg(&input)
+            .output()
+            .expect("plugin test");
+        assert_eq!(out.status.code(), Some(2));
+        let line: Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON line for the one record");
+        let error = line["error"].as_str().unwrap_or_default();
+        assert!(error.contains(first), "{error}");
+        assert!(error.contains("plugin stderr:\n"), "{error}");
+    }
+}
