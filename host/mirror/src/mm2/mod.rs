@@ -10,6 +10,8 @@
 //! - [`sync_writer`]: when the source side emits an offset sync (MM2's `OffsetSyncWriter`).
 //! - [`sync_store`]: the checkpoint side's bounded, exponentially spaced history of offset syncs
 //!   and the translation of upstream group offsets into downstream ones (MM2's `OffsetSyncStore`).
+//! - [`exact`]: refract's exact translation from the chained syncs of its own writer
+//!   (`offset_translation = "exact"`), with MM2's rule wherever a link cannot be proven.
 //! - [`checkpoints`]: which translated offsets become checkpoints, the latest checkpoint per group
 //!   partition (MM2's `MirrorCheckpointTask` filter and `CheckpointStore`), and the client-side
 //!   reading of the checkpoints topic (`RemoteClusterUtils.translateOffsets`).
@@ -18,6 +20,7 @@
 
 pub mod checkpoints;
 pub mod connect_offsets;
+pub mod exact;
 pub mod sync_store;
 pub mod sync_writer;
 pub mod wire;
@@ -26,6 +29,7 @@ pub use checkpoints::{
     checkpoint_topic, is_more_recent, latest_for_group, CheckpointStore, TopicNaming,
 };
 pub use connect_offsets::Mm2Positions;
+pub use exact::{Coarse, ExactHistory};
 pub use sync_store::{OffsetSyncStore, Translation};
 pub use sync_writer::OffsetSyncWriter;
 pub use wire::{Checkpoint, Heartbeat, OffsetSync, WireError};

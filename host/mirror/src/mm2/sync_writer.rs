@@ -23,6 +23,9 @@ use super::wire::OffsetSync;
 #[derive(Debug)]
 pub struct OffsetSyncWriter {
     offset_lag_max: i64,
+    /// `offset_translation = "exact"`: also flag a downstream jump, so that between two syncs
+    /// both offsets advance by one per record (see [`super::exact`]).
+    exact: bool,
     partitions: HashMap<String, HashMap<i32, PartitionState>>,
     /// Partitions with a pending sync, in the order they got one since the last take.
     pending_order: Vec<(String, i32)>,
@@ -44,11 +47,14 @@ struct PartitionState {
     delayed: Option<(i64, i64)>,
     /// Whether this partition is in `delayed_order`.
     delayed_listed: bool,
+    /// Upstream offset of the last sync taken for this partition: the previous link of the
+    /// next one's chain.
+    last_taken: Option<i64>,
 }
 
 impl PartitionState {
     /// Whether the pair must be synced now rather than waiting for the next flush.
-    fn flags(&self, upstream: i64, downstream: i64, offset_lag_max: i64) -> bool {
+    fn flags(&self, upstream: i64, downstream: i64, offset_lag_max: i64, exact: bool) -> bool {
         let Some(last_sync) = self.last_sync_downstream else {
             // First record of this partition in this writer's lifetime.
             return true;
@@ -61,7 +67,9 @@ impl PartitionState {
         let upstream_gap = upstream.wrapping_sub(self.previous_upstream) != 1;
         // The target partition was truncated or recreated.
         let downstream_rewound = downstream < self.previous_downstream;
-        stale || upstream_gap || downstream_rewound
+        // Exact mode: the target skipped offsets (transaction markers, another writer, fan-out).
+        let downstream_jump = exact && downstream.wrapping_sub(self.previous_downstream) != 1;
+        stale || upstream_gap || downstream_rewound || downstream_jump
     }
 }
 
@@ -71,10 +79,26 @@ impl OffsetSyncWriter {
     pub fn new(offset_lag_max: i64) -> Self {
         Self {
             offset_lag_max,
+            exact: false,
             partitions: HashMap::new(),
             pending_order: Vec::new(),
             delayed_order: Vec::new(),
         }
+    }
+
+    /// A writer for `offset_translation = "exact"`: as [`OffsetSyncWriter::new`], and it also
+    /// flags a sync where the downstream offsets jump, so consecutive syncs bound contiguous runs
+    /// on both sides. Take its syncs with [`OffsetSyncWriter::take_pending_chained`].
+    pub fn exact(offset_lag_max: i64) -> Self {
+        Self {
+            exact: true,
+            ..Self::new(offset_lag_max)
+        }
+    }
+
+    /// Whether this writer was made with [`OffsetSyncWriter::exact`].
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 
     /// The `offset_lag_max` this writer was made with.
@@ -98,7 +122,7 @@ impl OffsetSyncWriter {
             None => self.partitions.entry(topic.to_owned()).or_default(),
         };
         let state = partitions.entry(partition).or_default();
-        let flagged = state.flags(upstream, downstream, self.offset_lag_max);
+        let flagged = state.flags(upstream, downstream, self.offset_lag_max, self.exact);
         state.previous_upstream = upstream;
         state.previous_downstream = downstream;
         if flagged {
@@ -119,21 +143,37 @@ impl OffsetSyncWriter {
     /// The syncs to send now, at most one per partition, in the order their partitions got a
     /// pending sync; they are no longer pending afterwards.
     pub fn take_pending(&mut self) -> Vec<OffsetSync> {
+        self.take_pending_chained()
+            .into_iter()
+            .map(|(sync, _)| sync)
+            .collect()
+    }
+
+    /// [`OffsetSyncWriter::take_pending`], each sync with the upstream offset of the sync taken
+    /// before it for the same partition (`None` for the first): the value of its
+    /// [`PREVIOUS_HEADER`](super::exact::PREVIOUS_HEADER) header.
+    pub fn take_pending_chained(&mut self) -> Vec<(OffsetSync, Option<i64>)> {
         let order = std::mem::take(&mut self.pending_order);
         let mut syncs = Vec::with_capacity(order.len());
         for (topic, partition) in order {
-            let pending = self
+            let Some(state) = self
                 .partitions
                 .get_mut(&topic)
                 .and_then(|partitions| partitions.get_mut(&partition))
-                .and_then(|state| state.pending.take());
-            if let Some((upstream_offset, downstream_offset)) = pending {
-                syncs.push(OffsetSync {
-                    topic,
-                    partition,
-                    upstream_offset,
-                    downstream_offset,
-                });
+            else {
+                continue;
+            };
+            if let Some((upstream_offset, downstream_offset)) = state.pending.take() {
+                let previous = state.last_taken.replace(upstream_offset);
+                syncs.push((
+                    OffsetSync {
+                        topic,
+                        partition,
+                        upstream_offset,
+                        downstream_offset,
+                    },
+                    previous,
+                ));
             }
         }
         syncs
