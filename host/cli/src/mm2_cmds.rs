@@ -7,11 +7,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use refract_config::{ClientRole, Cluster, Pipeline, PluginSpec};
 use refract_mirror::clients::Authenticated;
 use refract_mirror::mm2::{latest_for_group, Checkpoint, Heartbeat};
+use refract_mirror::TRANSLATION_HEADER;
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,7 +97,8 @@ fn policy_for(
 }
 
 /// A record's key and value bytes.
-type KeyValue = (Vec<u8>, Vec<u8>);
+/// A record's key and value, and the value of its `refract.translation` header if it has one.
+type KeyValue = (Vec<u8>, Vec<u8>, Option<String>);
 
 /// Every record with a key and a value in partition 0 of `topic`.
 fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>> {
@@ -120,7 +123,13 @@ fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>> {
             Some(Ok(m)) => {
                 next = m.offset() + 1;
                 if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    out.push((k.to_vec(), v.to_vec()));
+                    let how = m.headers().and_then(|h| {
+                        h.iter()
+                            .find(|h| h.key == TRANSLATION_HEADER)
+                            .and_then(|h| h.value)
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
+                    });
+                    out.push((k.to_vec(), v.to_vec(), how));
                 }
             }
             Some(Err(e)) => bail!("reading {topic}: {e}"),
@@ -139,9 +148,17 @@ impl Translate {
         let topic = policy.checkpoints_topic(&self.from)?;
         let consumer = client(target)?;
         let records = read_all(&consumer, &topic)?;
-        let checkpoints = records
+        let mut how: BTreeMap<(String, i32), Option<String>> = BTreeMap::new();
+        let checkpoints: Vec<Checkpoint> = records
             .iter()
-            .filter_map(|(k, v)| Checkpoint::decode(k, v).ok());
+            .filter_map(|(k, v, h)| {
+                let c = Checkpoint::decode(k, v).ok()?;
+                if c.group == self.group {
+                    how.insert((c.topic.clone(), c.partition), h.clone());
+                }
+                Some(c)
+            })
+            .collect();
         let latest = latest_for_group(checkpoints, &self.group);
         if latest.is_empty() {
             bail!(
@@ -153,9 +170,23 @@ impl Translate {
             "# group {} on {}: offsets to resume from (translated from {})",
             self.group, self.to, self.from
         );
-        println!("{:<40} {:>9} {:>12}", "TOPIC", "PARTITION", "OFFSET");
+        println!(
+            "{:<40} {:>9} {:>12}  TRANSLATION",
+            "TOPIC", "PARTITION", "OFFSET"
+        );
         for ((topic, partition), c) in &latest {
-            println!("{topic:<40} {partition:>9} {:>12}", c.downstream_offset);
+            // `exact`, or `mm2` (MM2's rule: the last offset sync at or before the group's
+            // offset, plus one) with the reason exact translation was not possible; `mm2` alone
+            // for checkpoints written by MirrorMaker 2 or with offset_translation = "mm2".
+            let translation = how
+                .get(&(topic.clone(), *partition))
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| "mm2".to_string());
+            println!(
+                "{topic:<40} {partition:>9} {:>12}  {translation}",
+                c.downstream_offset
+            );
         }
         Ok(())
     }

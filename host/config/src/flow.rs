@@ -184,6 +184,20 @@ pub struct OffsetSyncSettings {
     /// `offset_lag_max`: a new offset sync is written once the downstream offset is this far
     /// past the last one.
     pub lag_max: i64,
+    /// `offset_translation`: how checkpoints translate group offsets.
+    pub translation: OffsetTranslation,
+}
+
+/// `offset_translation`: how group offsets are translated into the target cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OffsetTranslation {
+    /// `"mm2"` (default): MirrorMaker 2's rule — the last sync at or before the group's offset,
+    /// plus one.
+    #[default]
+    Mm2,
+    /// `"exact"`: the writer syncs at every discontinuity and chains its syncs, and the
+    /// checkpoint side translates inside a proven run to the exact offset (MM2's rule elsewhere).
+    Exact,
 }
 
 /// MM2 heartbeats.

@@ -19,8 +19,8 @@ pub use duration::{parse_duration, parse_size};
 pub use error::ConfigError;
 pub use flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
-    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
-    PluginLocation, PluginSpec, ProcessorSpec,
+    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
+    OffsetTranslation, OnError, PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{ClientRole, Cluster, ClusterMode, Pipeline};

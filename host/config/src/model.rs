@@ -8,8 +8,8 @@ use crate::duration::{parse_duration, parse_size};
 use crate::error::{ConfigError, Locator};
 use crate::flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
-    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation, OnError,
-    PluginLocation, PluginSpec, ProcessorSpec,
+    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
+    OffsetTranslation, OnError, PluginLocation, PluginSpec, ProcessorSpec,
 };
 use crate::raw::{
     RawCluster, RawClusterMode, RawFlow, RawOAuthBearer, RawPipeline, RawPlugin, RawProcessor,
@@ -713,6 +713,20 @@ impl Builder<'_> {
                 }
             },
         };
+        let offset_translation = match raw.offset_translation {
+            None => OffsetTranslation::default(),
+            Some(v) => match v.get_ref().as_str() {
+                "mm2" => OffsetTranslation::Mm2,
+                "exact" => OffsetTranslation::Exact,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.offset_translation"),
+                        format!("unknown value `{other}` (use \"exact\" or \"mm2\")"),
+                    )
+                }
+            },
+        };
         let use_defaults_from = match raw.use_defaults_from {
             None => DefaultsFrom::Target,
             Some(v) => match v.get_ref().as_str() {
@@ -898,6 +912,7 @@ impl Builder<'_> {
                 enabled: emit_offset_syncs,
                 location: offset_syncs_location,
                 lag_max: offset_lag_max,
+                translation: offset_translation,
             },
             heartbeats: HeartbeatSettings {
                 enabled: raw.emit_heartbeats.unwrap_or(defaults::EMIT_HEARTBEATS),
@@ -1460,6 +1475,7 @@ mod mm2_settings_tests {
         assert!(f.checkpoints.sync_group_offsets);
         assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Target);
         assert_eq!(f.offset_syncs.lag_max, 0);
+        assert_eq!(f.offset_syncs.translation, OffsetTranslation::Mm2);
         assert_eq!(f.checkpoints.interval, Duration::from_secs(1));
         assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Source);
         assert_eq!(f.internal_replication_factor, 3);
@@ -1469,6 +1485,10 @@ mod mm2_settings_tests {
                 "flow[0].offset_syncs_location",
             ),
             ("offset_lag_max = -1", "flow[0].offset_lag_max"),
+            (
+                "offset_translation = \"precise\"",
+                "flow[0].offset_translation",
+            ),
             ("use_defaults_from = \"x\"", "flow[0].use_defaults_from"),
             ("groups = [\"(\"]", "flow[0].groups[0]"),
             (

@@ -78,6 +78,7 @@ pub struct RawFlow {
     pub emit_offset_syncs: Option<bool>,
     pub offset_syncs_location: Option<Spanned<String>>,
     pub offset_lag_max: Option<Spanned<i64>>,
+    pub offset_translation: Option<Spanned<String>>,
     pub emit_heartbeats: Option<bool>,
     pub heartbeat_interval: Option<Spanned<String>>,
     pub sync_topic_configs: Option<bool>,

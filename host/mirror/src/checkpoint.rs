@@ -13,11 +13,12 @@ use anyhow::{Context, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
-use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
+use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation, OffsetTranslation};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 use crate::admin_ffi::commit_within;
@@ -28,10 +29,16 @@ use crate::flow::{lock, set_checkpoints_failing, FlowBoard, FlowContext, SharedS
 use crate::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::Metrics;
 
+use crate::mm2::exact::{parse_previous, PREVIOUS_HEADER};
 use crate::mm2::{
-    checkpoint_topic, is_more_recent, Checkpoint, CheckpointStore, OffsetSync, OffsetSyncStore,
-    TopicNaming, Translation,
+    checkpoint_topic, is_more_recent, Checkpoint, CheckpointStore, ExactHistory, OffsetSync,
+    OffsetSyncStore, TopicNaming, Translation,
 };
+
+/// The header on a checkpoint record that says how its offset was translated: `exact`, or
+/// `mm2` (MM2's rule), with the reason when exact translation was asked for but not possible
+/// (`mm2: past the newest offset sync`). MM2 and its clients ignore record headers.
+pub const TRANSLATION_HEADER: &str = "refract.translation";
 
 /// Runs the checkpoint side of one flow until asked to stop.
 pub struct CheckpointRunner {
@@ -60,6 +67,8 @@ struct Clients {
 struct State {
     policy: ReplicationPolicy,
     syncs: OffsetSyncStore,
+    /// The chained syncs of refract's exact writer (`offset_translation = "exact"`).
+    exact: ExactHistory,
     checkpoints: CheckpointStore,
     checkpoints_topic: String,
     groups: Vec<String>,
@@ -171,6 +180,7 @@ impl CheckpointRunner {
         let mut state = State {
             policy,
             syncs: OffsetSyncStore::new(),
+            exact: ExactHistory::new(),
             checkpoints: self.load_checkpoints(&clients, &checkpoints_topic),
             checkpoints_topic,
             groups: Vec::new(),
@@ -192,7 +202,7 @@ impl CheckpointRunner {
             .unwrap_or(0);
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut read = 0u64;
-        while read_syncs(&clients.syncs, &mut state.syncs, &mut read) < end
+        while read_syncs(&clients.syncs, &mut state, &mut read) < end
             && Instant::now() < deadline
             && !self.stop.load(Ordering::Relaxed)
         {}
@@ -212,7 +222,7 @@ impl CheckpointRunner {
                 state.policy = ReplicationPolicy::new(p.clone());
                 *lock(&self.plugin) = p;
             }
-            read_syncs(&clients.syncs, &mut state.syncs, &mut read);
+            read_syncs(&clients.syncs, &mut state, &mut read);
             clients.producer.poll(Duration::ZERO);
             let now = Instant::now();
             if now >= next_groups {
@@ -452,9 +462,21 @@ impl CheckpointRunner {
                 let translation = state
                     .syncs
                     .translate_downstream(&topic, partition, upstream);
-                let Translation::Offset(downstream) = translation else {
-                    debug!(flow = %self.flow.name(), "no checkpoint for {group} {topic}[{partition}] at {upstream}: {translation:?}");
-                    continue;
+                // Exact mode: inside a run of chained syncs, the exact offset; elsewhere
+                // MM2's rule, and the checkpoint says why.
+                let exact = (self.flow.offset_syncs.translation == OffsetTranslation::Exact)
+                    .then(|| state.exact.translate(&topic, partition, upstream))
+                    .flatten();
+                let (downstream, how) = match (exact, translation) {
+                    (Some(Ok(exact)), _) => (exact, "exact".to_string()),
+                    (Some(Err(why)), Translation::Offset(d)) => {
+                        (d, format!("mm2: {}", why.as_str()))
+                    }
+                    (None, Translation::Offset(d)) => (d, "mm2".to_string()),
+                    (_, other) => {
+                        debug!(flow = %self.flow.name(), "no checkpoint for {group} {topic}[{partition}] at {upstream}: {other:?}");
+                        continue;
+                    }
                 };
                 let renamed = checkpoint_topic(
                     &mut PolicyNaming(&mut state.policy),
@@ -487,10 +509,14 @@ impl CheckpointRunner {
                             .partition(0)
                             .key(&key)
                             .payload(&value)
+                            .headers(OwnedHeaders::new().insert(Header {
+                                key: TRANSLATION_HEADER,
+                                value: Some(how.as_bytes()),
+                            }))
                             .timestamp(now),
                     )
                     .map_err(|(e, _)| anyhow::anyhow!("writing a checkpoint: {e}"))?;
-                debug!(flow = %self.flow.name(), "checkpoint {group} {}[{partition}] {upstream} -> {downstream}", checkpoint.topic);
+                debug!(flow = %self.flow.name(), "checkpoint {group} {}[{partition}] {upstream} -> {downstream} ({how})", checkpoint.topic);
                 written.push((
                     checkpoint.group.clone(),
                     checkpoint.topic.clone(),
@@ -610,8 +636,8 @@ impl CheckpointRunner {
     }
 }
 
-/// Reads what is available on the offset-syncs topic into the store; returns the next offset.
-fn read_syncs(reader: &BaseConsumer, store: &mut OffsetSyncStore, next: &mut u64) -> i64 {
+/// Reads what is available on the offset-syncs topic into the stores; returns the next offset.
+fn read_syncs(reader: &BaseConsumer, state: &mut State, next: &mut u64) -> i64 {
     let mut timeout = Duration::from_millis(100);
     let mut position = -1;
     while let Some(result) = reader.poll(timeout) {
@@ -621,7 +647,19 @@ fn read_syncs(reader: &BaseConsumer, store: &mut OffsetSyncStore, next: &mut u64
         if let (Some(k), Some(v)) = (m.key(), m.payload()) {
             match OffsetSync::decode(k, v) {
                 Ok(sync) => {
-                    store.insert(&sync);
+                    state.syncs.insert(&sync);
+                    let previous = m.headers().and_then(|h| {
+                        h.iter()
+                            .find(|h| h.key == PREVIOUS_HEADER)
+                            .and_then(|h| parse_previous(h.value))
+                    });
+                    state.exact.insert(
+                        &sync.topic,
+                        sync.partition,
+                        sync.upstream_offset,
+                        sync.downstream_offset,
+                        previous,
+                    );
                     *next += 1;
                 }
                 Err(e) => debug!("skipping an offset sync that does not decode: {e}"),

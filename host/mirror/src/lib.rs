@@ -39,7 +39,7 @@ use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
 use refract_telemetry::{Metrics, ReloadResult};
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
-pub use checkpoint::CheckpointRunner;
+pub use checkpoint::{CheckpointRunner, TRANSLATION_HEADER};
 pub use cluster::{ClusterView, Member, TaskId};
 pub use flow::{
     progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowBoard,

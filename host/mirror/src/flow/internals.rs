@@ -9,17 +9,23 @@ use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::BaseConsumer;
 
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::BaseRecord;
 
 use tracing::{debug, info, warn};
 
-use refract_config::OffsetSyncsLocation;
+use refract_config::{OffsetSyncsLocation, OffsetTranslation};
 use refract_plugin::ReplicationPolicy;
 
 use crate::acls;
 
 use crate::clients::{ensure_topic, REQUEST_TIMEOUT};
+use crate::mm2::exact::PREVIOUS_HEADER;
 use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
+
+/// An offset sync and, from an exact writer, the upstream offset of the sync before it in its
+/// chain (`Some(None)`: the chain's first): the value of its `refract.sync.previous` header.
+pub(super) type ChainedSync = (OffsetSync, Option<Option<i64>>);
 use crate::planner::TopicPlan;
 use crate::topic_configs;
 
@@ -43,7 +49,7 @@ pub(super) struct Internals {
     /// Exactly-once with offset syncs on the source: syncs wait in `held_syncs` until the
     /// transaction they describe commits.
     pub(super) hold_syncs: bool,
-    pub(super) held_syncs: Vec<OffsetSync>,
+    pub(super) held_syncs: Vec<ChainedSync>,
 }
 
 impl FlowRunner {
@@ -98,11 +104,14 @@ impl FlowRunner {
             }
         }
         Ok(Internals {
-            writer: self
-                .flow
-                .offset_syncs
-                .enabled
-                .then(|| OffsetSyncWriter::new(self.flow.offset_syncs.lag_max)),
+            writer: self.flow.offset_syncs.enabled.then(|| {
+                match self.flow.offset_syncs.translation {
+                    OffsetTranslation::Exact => {
+                        OffsetSyncWriter::exact(self.flow.offset_syncs.lag_max)
+                    }
+                    OffsetTranslation::Mm2 => OffsetSyncWriter::new(self.flow.offset_syncs.lag_max),
+                }
+            }),
             sync_topic,
             heartbeats_topic,
             next_heartbeat: Instant::now(),
@@ -129,19 +138,28 @@ impl FlowRunner {
             // A sync flagged for a partition replaces one still pending there, so pending syncs
             // are collected after every update: a burst of acknowledgements must not collapse
             // the syncs it needs into its last one.
-            let mut syncs = Vec::new();
+            let mut syncs: Vec<ChainedSync> = Vec::new();
+            let exact = writer.is_exact();
+            let mut take = |writer: &mut OffsetSyncWriter| {
+                syncs.extend(
+                    writer
+                        .take_pending_chained()
+                        .into_iter()
+                        .map(|(sync, previous)| (sync, exact.then_some(previous))),
+                );
+            };
             {
                 let mut progress = lock(progress);
                 for (i, slot) in slots.slots.iter().enumerate() {
                     for (up, down) in progress[i].take_completed() {
                         writer.update(&slot.topic, slot.partition, up, down);
-                        syncs.extend(writer.take_pending());
+                        take(writer);
                     }
                 }
             }
             if flush {
                 writer.promote_delayed();
-                syncs.extend(writer.take_pending());
+                take(writer);
             }
             if internals.hold_syncs {
                 internals.held_syncs.extend(syncs);
@@ -202,29 +220,41 @@ impl FlowRunner {
         }
     }
 
-    /// Writes one offset sync to partition 0 of the offset-syncs topic.
-    pub(super) fn send_sync(&self, clients: &Clients, topic: &str, sync: &OffsetSync) -> bool {
+    /// Writes one offset sync to partition 0 of the offset-syncs topic; an exact writer's sync
+    /// carries its chain link in the `refract.sync.previous` header (MM2 ignores headers).
+    pub(super) fn send_sync(&self, clients: &Clients, topic: &str, chained: &ChainedSync) -> bool {
+        let (sync, previous) = chained;
         let (Ok(key), Ok(value)) = (sync.key_bytes(), sync.value_bytes()) else {
             warn!(flow = %self.flow.name(), "offset sync for {}[{}] cannot be encoded", sync.topic, sync.partition);
             return false;
         };
+        let link = previous.map(|p| p.map(|u| u.to_string()).unwrap_or_default());
+        let headers = link.as_ref().map(|link| {
+            OwnedHeaders::new().insert(Header {
+                key: PREVIOUS_HEADER,
+                value: Some(link.as_bytes()),
+            })
+        });
         let result = match (self.flow.offset_syncs.location, &clients.source_producer) {
             (OffsetSyncsLocation::Source, Some(p)) => {
-                let r = p
-                    .send(BaseRecord::to(topic).partition(0).key(&key).payload(&value))
-                    .map_err(|(e, _)| e);
+                let mut record = BaseRecord::to(topic).partition(0).key(&key).payload(&value);
+                if let Some(h) = headers {
+                    record = record.headers(h);
+                }
+                let r = p.send(record).map_err(|(e, _)| e);
                 p.poll(Duration::ZERO);
                 r
             }
-            _ => clients
-                .producer
-                .send(
-                    BaseRecord::with_opaque_to(topic, Sent::internal())
-                        .partition(0)
-                        .key(&key)
-                        .payload(&value),
-                )
-                .map_err(|(e, _)| e),
+            _ => {
+                let mut record = BaseRecord::with_opaque_to(topic, Sent::internal())
+                    .partition(0)
+                    .key(&key)
+                    .payload(&value);
+                if let Some(h) = headers {
+                    record = record.headers(h);
+                }
+                clients.producer.send(record).map_err(|(e, _)| e)
+            }
         };
         match result {
             Ok(()) => true,

@@ -1,0 +1,330 @@
+//! `offset_translation = "exact"` against real Apache Kafka brokers: consumer groups resume on the
+//! target at the very record they stopped at — for a burst-mirrored topic (where MirrorMaker 2's
+//! rule sends every group back to the sparse sync before it), a flow whose filter drops every third
+//! record, an exactly-once target whose transaction markers shift the offsets, and a failover and
+//! failback 10,000 records behind the head — and `refract offsets translate` says so per partition.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use support::*;
+
+/// Fast intervals so a test sees checkpoints within seconds.
+const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\ncheckpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\nreplication_factor = 1\n";
+
+fn flow(source: &str, target: &str, extra: &str) -> String {
+    format!("[[flow]]\nsource = \"{source}\"\ntarget = \"{target}\"\n{FAST}{extra}\n")
+}
+
+/// `refract offsets translate`: (remote topic, partition) → (offset, how it was translated).
+fn translate(
+    refract: &Refract,
+    group: &str,
+    from: &str,
+    to: &str,
+) -> BTreeMap<(String, i32), (i64, String)> {
+    let config = refract.pipeline.display().to_string();
+    let out = refract_cmd(&[
+        "offsets",
+        "translate",
+        "--config",
+        &config,
+        "--group",
+        group,
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let topic = f.next()?.to_string();
+            let partition = f.next()?.parse().ok()?;
+            let offset = f.next()?.parse().ok()?;
+            let how = f.collect::<Vec<_>>().join(" ");
+            Some(((topic, partition), (offset, how)))
+        })
+        .collect()
+}
+
+fn refract_cmd(args: &[&str]) -> std::process::Output {
+    support::refract(args)
+}
+
+/// Waits until every partition in `want` translates to exactly its offset, with `exact`.
+fn wait_exact(
+    refract: &Refract,
+    group: &str,
+    from: &str,
+    to: &str,
+    remote: &str,
+    want: &[(i32, i64)],
+) {
+    let last = std::cell::RefCell::new(BTreeMap::new());
+    wait_or_explain(
+        "exact checkpoints for every partition",
+        || {
+            let now = translate(refract, group, from, to);
+            let done = want.iter().all(|(p, o)| {
+                now.get(&(remote.to_string(), *p))
+                    .is_some_and(|(d, how)| d == o && how == "exact")
+            });
+            *last.borrow_mut() = now;
+            done
+        },
+        || format!("{:?}\n{}", last.borrow(), refract.log()),
+    );
+}
+
+/// The keys a consumer reads from `offset` to the end of `topic`'s partition `p` on `broker`.
+fn keys_from(broker: &Broker, topic: &str, p: i32, offset: i64) -> Vec<Vec<u8>> {
+    broker.read_all(topic)[p as usize][offset as usize..]
+        .iter()
+        .map(|r| r.key.clone().unwrap_or_default())
+        .collect()
+}
+
+/// The keys of the records a consumer reads from `offset` on partition 0 of `topic` (commit
+/// markers are skipped by the client), waiting for `n` of them.
+fn keys_from_offset(broker: &Broker, topic: &str, offset: i64, n: usize) -> Vec<Vec<u8>> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::Message;
+    let consumer = broker.consumer();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
+        .expect("partition offset");
+    consumer.assign(&tpl).expect("assign");
+    let mut keys = Vec::new();
+    wait_until("the records after the offset", || {
+        while let Some(Ok(m)) = consumer.poll(std::time::Duration::from_millis(100)) {
+            keys.push(m.key().unwrap_or_default().to_vec());
+        }
+        keys.len() >= n
+    });
+    keys
+}
+
+/// The keys the source group has not consumed yet on partition `p`, minus those `kept` drops.
+fn unconsumed(
+    records: &[Vec<TestRecord>],
+    p: i32,
+    from: i64,
+    kept: impl Fn(&TestRecord) -> bool,
+) -> Vec<Vec<u8>> {
+    records[p as usize][from as usize..]
+        .iter()
+        .filter(|r| kept(r))
+        .map(|r| r.key.clone().unwrap_or_default())
+        .collect()
+}
+
+/// The scenario: 3 partitions of 100 records mirrored in one burst with
+/// `offset_lag_max = 10`. MirrorMaker 2's store keeps syncs 99, 88, 66, 44, 0, so groups at 40,
+/// 30 and 33 all translate to 1; exact translation gives 40, 30 and 33.
+#[test]
+fn burst_mirrored_groups_translate_exactly() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("burst");
+    a.create_topic(&topic, 3);
+    let records = sample_records(&topic, 3, 300);
+    a.produce(&topic, &records);
+    let group = unique("burst-group");
+    let committed = [(0, 40i64), (1, 30), (2, 33)];
+    a.commit_group(&group, &topic, &committed);
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{topic}\"]\ngroups = [\"{group}\"]\noffset_lag_max = 10\noffset_translation = \"exact\""),
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", a), ("b", b)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("the burst mirrored", || {
+        b.counts(&remote).iter().sum::<i64>() == 300
+    });
+    wait_exact(&refract, &group, "a", "b", &remote, &committed);
+    let source = by_partition(&records, 3);
+    for (p, c) in committed {
+        assert_eq!(
+            keys_from(b, &remote, p, c),
+            unconsumed(&source, p, c, |_| true),
+            "partition {p}: the failed-over consumer reads exactly what the group had not read"
+        );
+    }
+    assert_eq!(refract.stop(), Some(0));
+}
+
+/// A filter drops every third record: the source offsets have gaps on the target. Each group
+/// resumes at the first mirrored record at or after its position.
+#[test]
+fn filtered_gaps_translate_to_the_next_mirrored_record() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("filtered");
+    a.create_topic(&topic, 2);
+    let records: Vec<TestRecord> = (0..400)
+        .map(|i| TestRecord {
+            partition: i % 2,
+            key: Some(format!("k{i}").into_bytes()),
+            value: Some(format!("v{i}").into_bytes()),
+            // Every third record of each partition carries drop=yes.
+            headers: if (i / 2) % 3 == 2 {
+                vec![("drop".to_string(), Some(b"yes".to_vec()))]
+            } else {
+                vec![]
+            },
+            timestamp: 1_650_000_000_000 + i as i64,
+        })
+        .collect();
+    a.produce(&topic, &records);
+    let source = by_partition(&records, 2);
+    let kept = |r: &TestRecord| r.headers.is_empty();
+    let group = unique("filtered-group");
+    // 41 and 77 sit on dropped records, 60 on a kept one.
+    let committed = [(0, 41i64), (1, 60)];
+    a.commit_group(&group, &topic, &committed);
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{topic}\"]\ngroups = [\"{group}\"]\noffset_translation = \"exact\"\nprocessors = [{{ plugin = \"builtin:filter\", config = {{ header = \"drop\", header_value = \"yes\" }} }}]"),
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", a), ("b", b)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    let total_kept = records.iter().filter(|r| kept(r)).count() as i64;
+    refract.wait("the kept records mirrored", || {
+        b.counts(&remote).iter().sum::<i64>() == total_kept
+    });
+    // The exact answer: how many records before the group's position were kept.
+    let want: Vec<(i32, i64)> = committed
+        .iter()
+        .map(|(p, c)| {
+            let before = source[*p as usize][..*c as usize]
+                .iter()
+                .filter(|r| kept(r))
+                .count() as i64;
+            (*p, before)
+        })
+        .collect();
+    wait_exact(&refract, &group, "a", "b", &remote, &want);
+    for ((p, c), (_, d)) in committed.iter().zip(&want) {
+        assert_eq!(
+            keys_from(b, &remote, *p, *d),
+            unconsumed(&source, *p, *c, kept),
+            "partition {p}"
+        );
+    }
+    assert_eq!(refract.stop(), Some(0));
+}
+
+/// An exactly-once flow: every transaction leaves a commit marker on the target, so target
+/// offsets run ahead of the source's. Groups still land on their very record.
+#[test]
+fn transaction_markers_on_the_target_translate_exactly() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("markers");
+    a.create_topic(&topic, 1);
+    let group = unique("markers-group");
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{topic}\"]\ngroups = [\"{group}\"]\noffset_translation = \"exact\"\ndelivery = \"exactly-once\""),
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", a), ("b", b)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    // Several small bursts, so several transactions (and markers) lie between the records.
+    let mut records = Vec::new();
+    for burst in 0..6 {
+        let more: Vec<TestRecord> = sample_records(&format!("{topic}-{burst}"), 1, 40);
+        a.produce(&topic, &more);
+        records.extend(more);
+        let want = records.len() as i64;
+        refract.wait("the burst mirrored", || {
+            b.read_isolated(&remote, "read_committed")[0].len() as i64 == want
+        });
+    }
+    let end = b.counts(&remote).iter().sum::<i64>();
+    assert!(end > 240, "markers take offsets on the target ({end})");
+    let committed = [(0, 130i64)];
+    a.commit_group(&group, &topic, &committed);
+    let last = std::cell::RefCell::new(BTreeMap::new());
+    wait_or_explain(
+        "an exact checkpoint past the markers",
+        || {
+            let now = translate(&refract, &group, "a", "b");
+            let done = now
+                .get(&(remote.clone(), 0))
+                .is_some_and(|(_, how)| how == "exact");
+            *last.borrow_mut() = now;
+            done
+        },
+        || format!("{:?}", last.borrow()),
+    );
+    let (offset, _) = last.borrow()[&(remote.clone(), 0)].clone();
+    assert!(
+        offset > 130,
+        "the markers before it shift the record's offset ({offset})"
+    );
+    let want: Vec<Vec<u8>> = records[130..]
+        .iter()
+        .map(|r| r.key.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        keys_from_offset(b, &remote, offset, want.len()),
+        want,
+        "a consumer resuming at {offset} reads exactly the records from the 131st on"
+    );
+    assert_eq!(refract.stop(), Some(0));
+}
+
+/// A group 10,000 records behind the head fails over and back: it re-reads nothing either way.
+#[test]
+fn failover_and_failback_far_behind_reread_nothing() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("far");
+    a.create_topic(&topic, 1);
+    let records = sample_records(&topic, 1, 12_000);
+    a.produce(&topic, &records);
+    let group = unique("far-group");
+    let committed = [(0, 2_000i64)];
+    a.commit_group(&group, &topic, &committed);
+    let exact = "offset_translation = \"exact\"";
+    let flows = format!(
+        "{}{}",
+        flow("a", "b", &format!("groups = [\"{group}\"]\n{exact}")),
+        flow("b", "a", &format!("groups = [\"{group}\"]\n{exact}"))
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("12,000 records mirrored", || {
+        b.counts(&remote).iter().sum::<i64>() == 12_000
+    });
+    wait_exact(&refract, &group, "a", "b", &remote, &committed);
+    let source = by_partition(&records, 1);
+    assert_eq!(
+        keys_from(&b, &remote, 0, 2_000),
+        unconsumed(&source, 0, 2_000, |_| true)
+    );
+
+    // Failover: the group now works on b, on b's own topic, 10,000 records behind its head.
+    let local = unique("far-back");
+    b.create_topic(&local, 1);
+    let newer = sample_records(&local, 1, 12_000);
+    b.produce(&local, &newer);
+    b.commit_group(&group, &local, &[(0, 2_000)]);
+    let remote_back = format!("b.{local}");
+    refract.wait("the way back mirrored", || {
+        a.counts(&remote_back).iter().sum::<i64>() == 12_000
+    });
+    wait_exact(&refract, &group, "b", "a", &remote_back, &[(0, 2_000)]);
+    assert_eq!(
+        keys_from(&a, &remote_back, 0, 2_000),
+        unconsumed(&by_partition(&newer, 1), 0, 2_000, |_| true)
+    );
+    assert_eq!(refract.stop(), Some(0));
+}
