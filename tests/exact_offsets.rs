@@ -244,7 +244,10 @@ fn transaction_markers_on_the_target_translate_exactly() {
         records.extend(more);
         let want = records.len() as i64;
         refract.wait("the burst mirrored", || {
-            b.read_isolated(&remote, "read_committed")[0].len() as i64 == want
+            b.read_isolated(&remote, "read_committed")
+                .first()
+                .map_or(0, Vec::len) as i64
+                == want
         });
     }
     let end = b.counts(&remote).iter().sum::<i64>();
@@ -326,5 +329,190 @@ fn failover_and_failback_far_behind_reread_nothing() {
         keys_from(&a, &remote_back, 0, 2_000),
         unconsumed(&by_partition(&newer, 1), 0, 2_000, |_| true)
     );
+    assert_eq!(refract.stop(), Some(0));
+}
+
+/// (offset, key) of every record on partition 0 of `topic`, read with a plain consumer.
+fn offsets_and_keys(broker: &Broker, topic: &str) -> Vec<(i64, Vec<u8>)> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::Message;
+    let consumer = broker.consumer();
+    let (low, high) = consumer
+        .fetch_watermarks(topic, 0, std::time::Duration::from_secs(10))
+        .expect("watermarks");
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(low))
+        .expect("partition offset");
+    consumer.assign(&tpl).expect("assign");
+    let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
+    wait_until("the partition read to its end", || {
+        while let Some(Ok(m)) = consumer.poll(std::time::Duration::from_millis(100)) {
+            out.push((m.offset(), m.key().unwrap_or_default().to_vec()));
+        }
+        out.last().is_some_and(|(o, _)| *o >= high - 1) || high == low
+    });
+    out
+}
+
+/// A compacted source topic: the cleaner removed older records of each key, so the source offsets
+/// have gaps. A group positioned inside a gap resumes at the first record after it.
+#[test]
+fn compacted_gaps_translate_to_the_next_surviving_record() {
+    let a = Broker::start_with("a", &[("log.cleaner.backoff.ms", "100")]);
+    let b = Broker::shared("b");
+    let topic = unique("compacted");
+    a.create_topic_with(
+        &topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+            ("delete.retention.ms", "100"),
+        ],
+    );
+    // 200 records, half of them over 10 keys, then one filler record per check until the cleaner has removed
+    // older duplicates (the active segment is never cleaned; fillers roll it).
+    let dups: Vec<TestRecord> = (0..200)
+        .map(|i| TestRecord {
+            partition: 0,
+            // Every other record repeats one of 10 keys; the others are unique, so the cleaner
+            // leaves gaps between surviving records.
+            key: Some(
+                if i % 2 == 0 {
+                    format!("dup{}", i % 20)
+                } else {
+                    format!("u{i}")
+                }
+                .into_bytes(),
+            ),
+            value: Some(format!("v{i}").into_bytes()),
+            headers: vec![],
+            timestamp: 1_650_000_000_000 + i,
+        })
+        .collect();
+    a.produce(&topic, &dups);
+    let mut fillers = 0;
+    wait_until("the cleaner to compact the topic", || {
+        fillers += 1;
+        a.produce(
+            &topic,
+            &[TestRecord {
+                partition: 0,
+                key: Some(format!("filler{fillers}").into_bytes()),
+                value: Some(b"f".to_vec()),
+                headers: vec![],
+                timestamp: 1_650_000_001_000 + fillers,
+            }],
+        );
+        offsets_and_keys(&a, &topic)
+            .iter()
+            .filter(|(_, k)| k.starts_with(b"dup"))
+            .count()
+            < 100
+    });
+    // The cleaner may still be at work: take the topic once two reads in a row agree.
+    let mut source = offsets_and_keys(&a, &topic);
+    wait_until("the compacted topic to settle", || {
+        let again = offsets_and_keys(&a, &topic);
+        std::mem::replace(&mut source, again) == source
+    });
+    // The first missing offset: inside a gap.
+    let gap = source
+        .windows(2)
+        .find(|w| w[1].0 > w[0].0 + 1)
+        .map(|w| w[0].0 + 1)
+        .expect("a gap");
+    let want = source
+        .iter()
+        .position(|(o, _)| *o >= gap)
+        .expect("a record after the gap") as i64;
+    let group = unique("compacted-group");
+    a.commit_group(&group, &topic, &[(0, gap)]);
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{topic}\"]\ngroups = [\"{group}\"]\noffset_translation = \"exact\""),
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", &a), ("b", b)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("the surviving records mirrored", || {
+        b.counts(&remote).first().copied().unwrap_or(0) >= source.len() as i64
+    });
+    wait_exact(&refract, &group, "a", "b", &remote, &[(0, want)]);
+    let rest: Vec<Vec<u8>> = source
+        .iter()
+        .filter(|(o, _)| *o >= gap)
+        .map(|(_, k)| k.clone())
+        .collect();
+    assert_eq!(keys_from(b, &remote, 0, want)[..rest.len()], rest[..]);
+    assert_eq!(refract.stop(), Some(0));
+}
+
+/// With `offset_translation = "mm2"`, checkpoints are what MirrorMaker 2's OffsetSyncStore
+/// algorithm (refract's port, checked against MM2's own test cases) gives for the offset syncs
+/// on the topic, and `offsets translate` says `mm2`.
+#[test]
+fn mm2_mode_checkpoints_equal_the_mm2_algorithm_on_the_same_syncs() {
+    use refract_mirror::mm2::{OffsetSync, OffsetSyncStore, Translation};
+    let a = Broker::shared("a");
+    let c = Broker::shared("c");
+    let topic = unique("mm2-mode");
+    a.create_topic(&topic, 3);
+    let records = sample_records(&topic, 3, 300);
+    a.produce(&topic, &records);
+    let group = unique("mm2-mode-group");
+    let committed = [(0, 40i64), (1, 30), (2, 33)];
+    a.commit_group(&group, &topic, &committed);
+    let flows = flow(
+        "a",
+        "c",
+        &format!("topics = [\"{topic}\"]\ngroups = [\"{group}\"]\noffset_lag_max = 10\noffset_translation = \"mm2\""),
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", a), ("c", c)], &flows), &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("the burst mirrored", || {
+        c.counts(&remote).iter().sum::<i64>() == 300
+    });
+    let last = std::cell::RefCell::new((BTreeMap::new(), BTreeMap::new()));
+    wait_or_explain(
+        "checkpoints equal to the MM2 algorithm's translation of the syncs on the topic",
+        || {
+            let mut store = OffsetSyncStore::new();
+            for (k, v) in a.read_raw("mm2-offset-syncs.c.internal") {
+                if let Ok(sync) = OffsetSync::decode(&k, &v) {
+                    if sync.topic == topic {
+                        store.insert(&sync);
+                    }
+                }
+            }
+            let want: BTreeMap<i32, Option<i64>> = committed
+                .iter()
+                .map(|(p, g)| {
+                    let t = store.translate_downstream(&topic, *p, *g);
+                    (
+                        *p,
+                        matches!(t, Translation::Offset(_))
+                            .then(|| t.offset())
+                            .flatten(),
+                    )
+                })
+                .collect();
+            let got = translate(&refract, &group, "a", "c");
+            let done = committed.iter().all(|(p, _)| {
+                got.get(&(remote.clone(), *p))
+                    .is_some_and(|(o, how)| Some(*o) == want[p] && how == "mm2")
+            });
+            *last.borrow_mut() = (got, want);
+            done
+        },
+        || format!("{:?}", last.borrow()),
+    );
+    let (got, _) = last.into_inner();
+    // MM2's rule on a burst: every group is sent back to a sync well before its position.
+    for (p, g) in committed {
+        let (o, _) = &got[&(remote.clone(), p)];
+        assert!(*o < g, "partition {p}: MM2's rule gives {o} for {g}");
+    }
     assert_eq!(refract.stop(), Some(0));
 }

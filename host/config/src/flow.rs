@@ -191,12 +191,12 @@ pub struct OffsetSyncSettings {
 /// `offset_translation`: how group offsets are translated into the target cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OffsetTranslation {
-    /// `"mm2"` (default): MirrorMaker 2's rule — the last sync at or before the group's offset,
-    /// plus one.
-    #[default]
+    /// `"mm2"`: MirrorMaker 2's rule — the last sync at or before the group's offset, plus one.
     Mm2,
-    /// `"exact"`: the writer syncs at every discontinuity and chains its syncs, and the
-    /// checkpoint side translates inside a proven run to the exact offset (MM2's rule elsewhere).
+    /// `"exact"` (default): the writer syncs at every discontinuity and chains its syncs, and
+    /// the checkpoint side translates inside a proven run to the exact offset (MM2's rule
+    /// elsewhere, and always for syncs MirrorMaker 2 wrote).
+    #[default]
     Exact,
 }
 

@@ -1475,7 +1475,7 @@ mod mm2_settings_tests {
         assert!(f.checkpoints.sync_group_offsets);
         assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Target);
         assert_eq!(f.offset_syncs.lag_max, 0);
-        assert_eq!(f.offset_syncs.translation, OffsetTranslation::Mm2);
+        assert_eq!(f.offset_syncs.translation, OffsetTranslation::Exact);
         assert_eq!(f.checkpoints.interval, Duration::from_secs(1));
         assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Source);
         assert_eq!(f.internal_replication_factor, 3);

@@ -344,9 +344,37 @@ mod tests {
         assert_eq!(parse_previous(Some(b"x")), None);
     }
 
-    /// Memory of the history: 24 bytes per kept sync.
+    /// Memory of the history: 24 bytes per kept sync, and how many syncs a million mirrored
+    /// records make (MM2's default offset_lag_max of 100, a flush every 5,000 records).
     #[test]
-    fn entries_are_24_bytes() {
+    fn memory_per_million_records() {
         assert_eq!(std::mem::size_of::<Entry>(), 24);
+        let contiguous: Vec<(i64, i64)> = (0..1_000_000).map(|i| (i, i)).collect();
+        let (history, _) = mirrored(&contiguous, 100, 5_000);
+        let kept = history.len(T, 0);
+        // One sync per 100 records, plus the flushed ones: about 10,100 syncs, 240 KB.
+        assert!((10_000..=10_300).contains(&kept), "{kept}");
+        // A filter dropping every third record: a sync after every gap, capped by the bound.
+        let filtered: Vec<(i64, i64)> = (0..1_000_000)
+            .filter(|i| i % 3 != 2)
+            .enumerate()
+            .map(|(d, u)| (u, d as i64))
+            .collect();
+        let (history, _) = mirrored(&filtered, 100, 5_000);
+        assert_eq!(history.len(T, 0), MAX_RUNS_PER_PARTITION);
+        // The newest 100,000 syncs cover the last 300,000 source offsets exactly.
+        let want = |g: i64| filtered.iter().find(|(u, _)| *u >= g).map(|(_, d)| *d);
+        assert_eq!(
+            history.translate(T, 0, 800_002),
+            Some(Ok(want(800_002).unwrap_or(-1)))
+        );
+        assert_eq!(
+            history.translate(T, 0, 999_998),
+            Some(Ok(want(999_998).unwrap_or(-1)))
+        );
+        assert_eq!(
+            history.translate(T, 0, 600_000),
+            Some(Err(Coarse::OlderThanHistory))
+        );
     }
 }
