@@ -10,49 +10,14 @@ use std::collections::BTreeMap;
 
 use support::*;
 
-/// Fast intervals so a test sees checkpoints within seconds.
-const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\ncheckpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\nreplication_factor = 1\n";
-
-fn flow(source: &str, target: &str, extra: &str) -> String {
-    format!("[[flow]]\nsource = \"{source}\"\ntarget = \"{target}\"\n{FAST}{extra}\n")
-}
-
-/// `refract offsets translate`: (remote topic, partition) → (offset, how it was translated).
+/// `refract offsets translate` of the running pipeline, with the translation column.
 fn translate(
     refract: &Refract,
     group: &str,
     from: &str,
     to: &str,
 ) -> BTreeMap<(String, i32), (i64, String)> {
-    let config = refract.pipeline.display().to_string();
-    let out = refract_cmd(&[
-        "offsets",
-        "translate",
-        "--config",
-        &config,
-        "--group",
-        group,
-        "--from",
-        from,
-        "--to",
-        to,
-    ]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let topic = f.next()?.to_string();
-            let partition = f.next()?.parse().ok()?;
-            let offset = f.next()?.parse().ok()?;
-            let how = f.collect::<Vec<_>>().join(" ");
-            Some(((topic, partition), (offset, how)))
-        })
-        .collect()
-}
-
-fn refract_cmd(args: &[&str]) -> std::process::Output {
-    support::refract(args)
+    translate_lines(&refract.pipeline, group, from, to)
 }
 
 /// Waits until every partition in `want` translates to exactly its offset, with `exact`.
@@ -88,16 +53,22 @@ fn keys_from(broker: &Broker, topic: &str, p: i32, offset: i64) -> Vec<Vec<u8>> 
         .collect()
 }
 
-/// The keys of the records a consumer reads from `offset` on partition 0 of `topic` (commit
-/// markers are skipped by the client), waiting for `n` of them.
-fn keys_from_offset(broker: &Broker, topic: &str, offset: i64, n: usize) -> Vec<Vec<u8>> {
+/// A consumer of `broker` assigned to partition 0 of `topic` at `offset`.
+fn reader_at(broker: &Broker, topic: &str, offset: i64) -> rdkafka::consumer::BaseConsumer {
     use rdkafka::consumer::Consumer;
-    use rdkafka::Message;
     let consumer = broker.consumer();
     let mut tpl = rdkafka::TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(offset))
         .expect("partition offset");
     consumer.assign(&tpl).expect("assign");
+    consumer
+}
+
+/// The keys of the records a consumer reads from `offset` on partition 0 of `topic` (commit
+/// markers are skipped by the client), waiting for `n` of them.
+fn keys_from_offset(broker: &Broker, topic: &str, offset: i64, n: usize) -> Vec<Vec<u8>> {
+    use rdkafka::Message;
+    let consumer = reader_at(broker, topic, offset);
     let mut keys = Vec::new();
     wait_until("the records after the offset", || {
         while let Some(Ok(m)) = consumer.poll(std::time::Duration::from_millis(100)) {
@@ -336,14 +307,11 @@ fn failover_and_failback_far_behind_reread_nothing() {
 fn offsets_and_keys(broker: &Broker, topic: &str) -> Vec<(i64, Vec<u8>)> {
     use rdkafka::consumer::Consumer;
     use rdkafka::Message;
-    let consumer = broker.consumer();
-    let (low, high) = consumer
+    let (low, high) = broker
+        .consumer()
         .fetch_watermarks(topic, 0, std::time::Duration::from_secs(10))
         .expect("watermarks");
-    let mut tpl = rdkafka::TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(low))
-        .expect("partition offset");
-    consumer.assign(&tpl).expect("assign");
+    let consumer = reader_at(broker, topic, low);
     let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
     wait_until("the partition read to its end", || {
         while let Some(Ok(m)) = consumer.poll(std::time::Duration::from_millis(100)) {

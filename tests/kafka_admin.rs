@@ -10,9 +10,6 @@ use std::collections::BTreeSet;
 use refract_mirror::mm2::{Checkpoint, OffsetSync};
 use support::*;
 
-/// Fast intervals so each test sees a discovery round, a sync and a commit within seconds.
-const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\ncheckpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\nreplication_factor = 1\n";
-
 fn flow(topics: &[&str], extra: &str) -> String {
     let list: Vec<String> = topics.iter().map(|t| format!("\"{t}\"")).collect();
     format!(

@@ -13,13 +13,6 @@ use rdkafka::{Offset, TopicPartitionList};
 use refract_mirror::mm2::{Checkpoint, Heartbeat, OffsetSync};
 use support::*;
 
-/// Fast intervals so a test sees checkpoints within seconds.
-const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\ncheckpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\nreplication_factor = 1\n";
-
-fn flow(source: &str, target: &str, extra: &str) -> String {
-    format!("[[flow]]\nsource = \"{source}\"\ntarget = \"{target}\"\n{FAST}{extra}\n")
-}
-
 /// A consumer that starts at `offsets` on `topic` and reads to the end: the records it gets.
 fn resume(broker: &Broker, topic: &str, offsets: &[(i32, i64)]) -> Vec<Vec<TestRecord>> {
     let all = broker.read_all(topic);

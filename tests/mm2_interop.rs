@@ -14,9 +14,6 @@ use refract_mirror::mm2::connect_offsets::default_offsets_topic;
 use refract_mirror::mm2::{Checkpoint, Mm2Positions, OffsetSync};
 use support::*;
 
-/// Fast intervals so a test sees checkpoints within seconds (as in tests/mm2.rs).
-const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\ncheckpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\nreplication_factor = 1\n";
-
 /// Partitions of every test topic.
 const PARTITIONS: i32 = 3;
 

@@ -1329,6 +1329,21 @@ pub fn parse_offsets(text: &str) -> Offsets {
 /// `refract offsets translate` on `config`: where `group` resumes on `to` after failing over
 /// from `from`; empty when the command fails (nothing to translate yet).
 pub fn refract_translate(config: &Path, group: &str, from: &str, to: &str) -> Offsets {
+    translate_lines(config, group, from, to)
+        .into_iter()
+        .map(|(tp, (offset, _))| (tp, offset))
+        .collect()
+}
+
+/// `refract offsets translate` for `group` from `from` to `to`: per (remote topic, partition)
+/// the offset and its TRANSLATION column (`exact`, `mm2`, `mm2: <reason>`); empty when the
+/// command fails (no checkpoints yet).
+pub fn translate_lines(
+    config: &Path,
+    group: &str,
+    from: &str,
+    to: &str,
+) -> BTreeMap<(String, i32), (i64, String)> {
     let config = config.to_str().expect("path");
     let out = refract(&[
         "offsets",
@@ -1343,9 +1358,29 @@ pub fn refract_translate(config: &Path, group: &str, from: &str, to: &str) -> Of
         to,
     ]);
     if !out.status.success() {
-        return Offsets::new();
+        return BTreeMap::new();
     }
-    parse_offsets(&String::from_utf8_lossy(&out.stdout))
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let topic = f.next()?.to_string();
+            let partition = f.next()?.parse().ok()?;
+            let offset = f.next()?.parse().ok()?;
+            let how = f.collect::<Vec<_>>().join(" ");
+            Some(((topic, partition), (offset, how)))
+        })
+        .collect()
+}
+
+/// Intervals short enough that a test sees discovery, commits, checkpoints and heartbeats
+/// within seconds.
+pub const FAST: &str = "refresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\ncheckpoint_interval = \"1s\"\nrefresh_groups_interval = \"1s\"\nheartbeat_interval = \"500ms\"\nreplication_factor = 1\n";
+
+/// A `[[flow]]` from `source` to `target` with the [`FAST`] intervals and `extra` settings.
+pub fn flow(source: &str, target: &str, extra: &str) -> String {
+    format!("[[flow]]\nsource = \"{source}\"\ntarget = \"{target}\"\n{FAST}{extra}\n")
 }
 
 /// The folder holding the guest plugins built from `plugins/`.

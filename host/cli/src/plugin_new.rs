@@ -105,9 +105,49 @@ fn file(path: impl Into<String>, text: &'static str, executable: bool) -> Templa
     }
 }
 
+/// A language's build script, ignore list and sources (policy, filter, transform).
+struct LangTemplates {
+    build: &'static str,
+    ignore: &'static str,
+    sources: [&'static str; 3],
+}
+
+macro_rules! lang_templates {
+    ($dir:literal, $ext:literal, $ignore:expr) => {
+        LangTemplates {
+            build: include_str!(concat!("../templates/", $dir, "/build.sh")),
+            ignore: $ignore,
+            sources: [
+                include_str!(concat!("../templates/", $dir, "/policy.", $ext)),
+                include_str!(concat!("../templates/", $dir, "/filter.", $ext)),
+                include_str!(concat!("../templates/", $dir, "/transform.", $ext)),
+            ],
+        }
+    };
+}
+
+fn lang_templates(lang: Lang) -> LangTemplates {
+    match lang {
+        Lang::Rust => lang_templates!("rust", "rs", "/target\n*.wasm\n"),
+        Lang::Python => lang_templates!(
+            "python",
+            "py",
+            "*.wasm\n__pycache__/\nwit_world/\ncomponentize_py_*\n"
+        ),
+        Lang::Javascript => lang_templates!("javascript", "js", "*.wasm\n"),
+        Lang::C => lang_templates!("c", "c", "*.wasm\n"),
+    }
+}
+
 /// The files of a `lang` × `kind` project (before placeholders are filled in).
 fn templates(lang: Lang, kind: Kind) -> Vec<Template> {
     let (sample, sample_text) = kind.sample();
+    let t = lang_templates(lang);
+    let source = match kind {
+        Kind::Policy => t.sources[0],
+        Kind::Filter => t.sources[1],
+        Kind::Transform => t.sources[2],
+    };
     let mut files = vec![
         file(
             "README.md",
@@ -115,92 +155,23 @@ fn templates(lang: Lang, kind: Kind) -> Vec<Template> {
             false,
         ),
         file(sample, sample_text, false),
+        file("build.sh", t.build, true),
+        file(".gitignore", t.ignore, false),
+        file(source_file(lang, kind), source, false),
     ];
-    match lang {
-        Lang::Rust => {
-            files.push(file(
-                "Cargo.toml",
-                include_str!("../templates/rust/Cargo.toml"),
-                false,
-            ));
-            // The guest workspace's lock file: the same crate versions, so the build needs no
-            // registry once the checkout's plugins were built (cargo prunes what is unused).
-            files.push(file(
-                "Cargo.lock",
-                include_str!("../../../plugins/Cargo.lock"),
-                false,
-            ));
-            files.push(file(
-                "build.sh",
-                include_str!("../templates/rust/build.sh"),
-                true,
-            ));
-            files.push(file(".gitignore", "/target\n*.wasm\n", false));
-            files.push(file(
-                "src/lib.rs",
-                match kind {
-                    Kind::Policy => include_str!("../templates/rust/policy.rs"),
-                    Kind::Filter => include_str!("../templates/rust/filter.rs"),
-                    Kind::Transform => include_str!("../templates/rust/transform.rs"),
-                },
-                false,
-            ));
-        }
-        Lang::Python => {
-            files.push(file(
-                "build.sh",
-                include_str!("../templates/python/build.sh"),
-                true,
-            ));
-            files.push(file(
-                ".gitignore",
-                "*.wasm\n__pycache__/\nwit_world/\ncomponentize_py_*\n",
-                false,
-            ));
-            files.push(file(
-                "app.py",
-                match kind {
-                    Kind::Policy => include_str!("../templates/python/policy.py"),
-                    Kind::Filter => include_str!("../templates/python/filter.py"),
-                    Kind::Transform => include_str!("../templates/python/transform.py"),
-                },
-                false,
-            ));
-        }
-        Lang::Javascript => {
-            files.push(file(
-                "build.sh",
-                include_str!("../templates/javascript/build.sh"),
-                true,
-            ));
-            files.push(file(".gitignore", "*.wasm\n", false));
-            files.push(file(
-                format!("{}.js", kind.name()),
-                match kind {
-                    Kind::Policy => include_str!("../templates/javascript/policy.js"),
-                    Kind::Filter => include_str!("../templates/javascript/filter.js"),
-                    Kind::Transform => include_str!("../templates/javascript/transform.js"),
-                },
-                false,
-            ));
-        }
-        Lang::C => {
-            files.push(file(
-                "build.sh",
-                include_str!("../templates/c/build.sh"),
-                true,
-            ));
-            files.push(file(".gitignore", "*.wasm\n", false));
-            files.push(file(
-                format!("{}.c", kind.name()),
-                match kind {
-                    Kind::Policy => include_str!("../templates/c/policy.c"),
-                    Kind::Filter => include_str!("../templates/c/filter.c"),
-                    Kind::Transform => include_str!("../templates/c/transform.c"),
-                },
-                false,
-            ));
-        }
+    if lang == Lang::Rust {
+        files.push(file(
+            "Cargo.toml",
+            include_str!("../templates/rust/Cargo.toml"),
+            false,
+        ));
+        // The guest workspace's lock file: the same crate versions, so the build needs no
+        // registry once the checkout's plugins were built (cargo prunes what is unused).
+        files.push(file(
+            "Cargo.lock",
+            include_str!("../../../plugins/Cargo.lock"),
+            false,
+        ));
     }
     files
 }
