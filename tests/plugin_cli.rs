@@ -4,8 +4,19 @@ mod support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn plugin_test(args: &[&str], input: &str) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    plugin_test_within(args, input, support::DEADLINE)
+}
+
+/// `plugin test` with `args` on `input`, killed (failing the test) if it still runs after
+/// `limit`: a plugin the sandbox fails to stop must not hold the test for the hour it sleeps.
+fn plugin_test_within(
+    args: &[&str],
+    input: &str,
+    limit: Duration,
+) -> (Option<i32>, Vec<serde_json::Value>, String) {
     let mut child = Command::new(support::refract_bin())
         .args(["plugin", "test"])
         .args(args)
@@ -15,6 +26,15 @@ fn plugin_test(args: &[&str], input: &str) -> (Option<i32>, Vec<serde_json::Valu
         .stderr(Stdio::piped())
         .spawn()
         .expect("start refract");
+    let pid = child.id().to_string();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let late = finished.recv_timeout(limit).is_err();
+        if late {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+        late
+    });
     child
         .stdin
         .take()
@@ -22,6 +42,11 @@ fn plugin_test(args: &[&str], input: &str) -> (Option<i32>, Vec<serde_json::Valu
         .write_all(input.as_bytes())
         .expect("write input");
     let out = child.wait_with_output().expect("wait");
+    let _ = done.send(());
+    assert!(
+        !watchdog.join().expect("watchdog"),
+        "refract plugin test {args:?} still ran after {limit:?}"
+    );
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
@@ -259,7 +284,7 @@ fn plugin_test_takes_limits_and_rejects_broken_config_values() {
     assert!(
         lines[0]["error"]
             .as_str()
-            .is_some_and(|e| e.contains("past its 24 MiB limit")),
+            .is_some_and(|e| e.contains("past its memory budget of 24 MiB (memory_limit)")),
         "{lines:?}"
     );
     let (code, lines, stderr) = plugin_test(
@@ -278,4 +303,280 @@ fn plugin_test_takes_limits_and_rejects_broken_config_values() {
         stderr.contains("--call-timeout: must be greater than zero"),
         "{stderr}"
     );
+}
+
+// Hostile plugins under `plugin test`: each attack is stopped by the limit it aims at,
+// named in the error line, and the command ends in seconds.
+
+/// Three records in partitions 0, 1 and 2 (so each is a call of its own), the middle one with
+/// value `marker`.
+fn around(marker: &str) -> String {
+    format!(
+        "{{\"partition\":0,\"value\":\"before\"}}\n{{\"partition\":1,\"value\":\"{marker}\"}}\n{{\"partition\":2,\"value\":\"after\"}}\n"
+    )
+}
+
+/// `plugin test` with `args` on `input`, which must end within [`CALLS_LIMIT`]. A run with no
+/// input first compiles the plugin into the compile cache, so the limit bounds the calls.
+fn within_seconds(args: &[&str], input: &str) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let (code, _, stderr) = plugin_test(args, "");
+    assert_eq!(code, Some(0), "{stderr}");
+    plugin_test_within(args, input, CALLS_LIMIT)
+}
+
+/// Seconds against the hour an attack would take: generous for a loaded machine.
+const CALLS_LIMIT: Duration = Duration::from_secs(30);
+
+/// Checks that the lines are keep, error, keep and that the error contains every `needle`;
+/// returns the error.
+fn keep_error_keep(lines: &[serde_json::Value], needles: &[&str]) -> String {
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "keep", "{lines:?}");
+    assert_eq!(lines[2]["outcome"], "keep", "{lines:?}");
+    assert_eq!(lines[1]["outcome"], "error", "{lines:?}");
+    let error = lines[1]["error"].as_str().unwrap_or_default().to_string();
+    for needle in needles {
+        assert!(error.contains(needle), "{needle:?} in {error}");
+    }
+    error
+}
+
+fn hostile() -> String {
+    support::guest("hostile.wasm").display().to_string()
+}
+
+/// An hour's sleep in Rust or Python returns at once (plugin clocks are virtual): the marker is
+/// kept and the command ends in seconds.
+#[test]
+fn plugin_test_sleeps_return_at_once() {
+    let python = support::hostile::python().display().to_string();
+    for plugin in [hostile(), python] {
+        let (code, lines, stderr) = within_seconds(
+            &[
+                &plugin,
+                "--config",
+                "attack=sleep",
+                "--config",
+                "on=sleep",
+                "--call-timeout",
+                "500ms",
+            ],
+            &around("sleep"),
+        );
+        assert_eq!(code, Some(0), "{plugin}: {stderr}");
+        assert!(
+            lines.iter().all(|l| l["outcome"] == "keep") && lines.len() == 3,
+            "{plugin}: {lines:?}"
+        );
+    }
+}
+
+/// Busy-waiting for an hour of virtual time to pass is stopped by `--call-timeout`; the next call runs
+/// on a fresh instance.
+#[test]
+fn plugin_test_stops_spinning_on_the_clock_at_the_deadline() {
+    let (code, lines, stderr) = within_seconds(
+        &[
+            &hostile(),
+            "--config",
+            "attack=spin-clock",
+            "--config",
+            "on=spin",
+            "--call-timeout",
+            "500ms",
+        ],
+        &around("spin"),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    keep_error_keep(&lines, &["call deadline", "500 ms"]);
+    assert_eq!(lines[1]["limit"], "call_timeout");
+}
+
+/// Four memories and a table grown without bound (plugins/testing/hostile-memory) are stopped
+/// by one `--memory-limit` for all of them.
+#[test]
+fn plugin_test_holds_memories_and_tables_to_one_budget() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin = support::hostile::memory(dir.path()).display().to_string();
+    let input = "{\"partition\":0,\"value\":\"memory\"}\n{\"partition\":1,\"value\":\"tables\"}\n{\"partition\":2,\"value\":\"after\"}\n";
+    let (code, lines, stderr) = plugin_test(&[&plugin, "--memory-limit", "128MiB"], input);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (line, grown) in lines.iter().zip(["grow a linear memory", "grow a table"]) {
+        assert_eq!(line["outcome"], "error", "{line}");
+        assert_eq!(line["limit"], "memory_limit", "{line}");
+        let error = line["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(grown) && error.contains("memory budget of 128 MiB (memory_limit)"),
+            "{error}"
+        );
+    }
+    assert_eq!(lines[2]["outcome"], "keep");
+}
+
+/// The output budgets, at their defaults and set by flag: records per input
+/// (`max_outputs_per_record`, 1000), records per call (`max_outputs_per_call`) and bytes per
+/// call (`max_output_bytes`, 64 MiB). A budget is a most: exactly that many passes.
+#[test]
+fn plugin_test_holds_transforms_to_their_output_budgets() {
+    let plugin = hostile();
+    let run = |config: &[&str], flags: &[&str], input: &str| {
+        let mut args = vec![plugin.as_str()];
+        for c in config {
+            args.extend(["--config", c]);
+        }
+        args.extend(flags);
+        plugin_test(&args, input)
+    };
+    // 100,000 records from one input, under the default budget of 1000.
+    let (code, lines, stderr) = run(&["attack=fan-out", "on=fan"], &[], &around("fan"));
+    assert_eq!(code, Some(2), "{stderr}");
+    keep_error_keep(&lines, &["max_outputs_per_record"]);
+    assert_eq!(lines[1]["limit"], "max_outputs_per_record");
+
+    // Exactly the budget passes; one more does not.
+    let flags = ["--max-outputs-per-record", "10"];
+    let (code, lines, stderr) = run(
+        &["attack=fan-out", "on=fan", "count=10"],
+        &flags,
+        &around("fan"),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(lines[1]["records"].as_array().map(Vec::len), Some(10));
+    let (code, lines, _) = run(
+        &["attack=fan-out", "on=fan", "count=11"],
+        &flags,
+        &around("fan"),
+    );
+    assert_eq!(code, Some(2));
+    keep_error_keep(&lines, &["max_outputs_per_record"]);
+
+    // Two inputs of one call, 600 records each: within the budget per record, past the one
+    // per call.
+    let two = "{\"value\":\"fan\"}\n{\"value\":\"fan\"}\n";
+    let (code, lines, stderr) = run(
+        &["attack=fan-out", "on=fan", "count=600"],
+        &["--max-outputs-per-call", "1000"],
+        two,
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        lines.iter().any(|l| l["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("max_outputs_per_call"))),
+        "{lines:?}"
+    );
+
+    // 200 records of 1 MiB that share one buffer in the plugin: 200 MiB for the host to copy,
+    // past the default 64 MiB.
+    let (code, lines, stderr) = run(&["attack=big-copies", "on=big"], &[], &around("big"));
+    assert_eq!(code, Some(2), "{stderr}");
+    keep_error_keep(&lines, &["max_output_bytes"]);
+    assert_eq!(lines[1]["limit"], "max_output_bytes");
+    let (code, lines, stderr) = run(
+        &["attack=big-copies", "on=big", "count=4", "size=524288"],
+        &["--max-output-bytes", "1MiB"],
+        &around("big"),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    keep_error_keep(&lines, &["max_output_bytes"]);
+}
+
+/// 100 MiB of log lines in one call: each line cut to 1 KiB, a bounded number of them written,
+/// a warning for the rest; the record is kept.
+#[test]
+fn plugin_test_cuts_and_rate_limits_a_log_flood() {
+    let (code, lines, stderr) = plugin_test(
+        &[
+            &hostile(),
+            "--config",
+            "attack=log-flood",
+            "--config",
+            "on=flood",
+        ],
+        &around("flood"),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(lines.iter().all(|l| l["outcome"] == "keep"), "{lines:?}");
+    let flood: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("hostile log-flood line"))
+        .collect();
+    assert!(
+        !flood.is_empty() && flood.len() <= 300,
+        "{} plugin log lines",
+        flood.len()
+    );
+    let longest = flood.iter().map(|l| l.len()).max().unwrap_or(0);
+    assert!(longest <= (1 << 10) + 512, "a log line of {longest} bytes");
+    assert!(
+        stderr.contains("log lines dropped"),
+        "{}",
+        &stderr[stderr.len().saturating_sub(2000)..]
+    );
+}
+
+/// A 1 MiB panic message (Rust) or exception message (Python) is cut: the error names the
+/// plugin's failure in its own words, and nothing the command prints comes near a megabyte.
+#[test]
+fn plugin_test_cuts_huge_panic_and_exception_messages() {
+    let python = support::hostile::python().display().to_string();
+    for (plugin, attack, own_words) in [
+        (python, "attack=huge-raise", "ValueError: xxx"),
+        (hostile(), "attack=huge-panic", "hostile huge-panic xxx"),
+    ] {
+        let (code, lines, stderr) = plugin_test(
+            &[&plugin, "--config", attack, "--config", "on=huge"],
+            &around("huge"),
+        );
+        assert_eq!(code, Some(2), "{stderr}");
+        let error = keep_error_keep(&lines, &[own_words, "cut"]);
+        assert!(
+            error.len() <= 2 << 10,
+            "{plugin}: an error of {} bytes",
+            error.len()
+        );
+        assert!(
+            stderr.len() <= 64 << 10,
+            "{plugin}: {} bytes on stderr",
+            stderr.len()
+        );
+    }
+}
+
+/// A record routed to an internal topic (offset syncs, checkpoints, heartbeats, dead letters,
+/// Kafka's own) is shown as refused, as a flow would refuse it.
+#[test]
+fn plugin_test_refuses_routes_to_internal_topics() {
+    for topic in [
+        "mm2-offset-syncs.zz.internal",
+        "zz.checkpoints.internal",
+        "mm2-offsets.zz.internal",
+        "refract.dlq.zz.internal",
+        "__consumer_offsets",
+        "heartbeats",
+        "zz.heartbeats",
+    ] {
+        let (code, lines, stderr) = plugin_test(
+            &[
+                &hostile(),
+                "--config",
+                "attack=route",
+                "--config",
+                "on=route",
+                "--config",
+                &format!("topic={topic}"),
+            ],
+            &around("route"),
+        );
+        // Refused by refract, not failed: the record is rejected (and follows on_error in a flow).
+        assert_eq!(code, Some(0), "{topic}: {stderr}");
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0]["outcome"], "keep", "{lines:?}");
+        assert_eq!(lines[2]["outcome"], "keep", "{lines:?}");
+        assert_eq!(lines[1]["outcome"], "reject", "{lines:?}");
+        let reason = lines[1]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("internal topic"), "{reason}");
+        assert!(reason.contains(topic), "{reason}");
+    }
 }

@@ -21,6 +21,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tempfile::TempDir;
 
+pub mod hostile;
 pub mod tls;
 
 /// Generous deadline for anything a test waits on (a loaded 2-core machine compiling a Python
@@ -1194,6 +1195,20 @@ impl Refract {
             .filter_map(|l| l.split("resuming after an unclean stop: ").nth(1))
             .filter_map(|rest| rest.split_whitespace().next()?.parse::<usize>().ok())
             .sum()
+    }
+
+    /// The most memory the process has held resident so far, in bytes (`VmHWM` of
+    /// `/proc/<pid>/status`).
+    pub fn peak_rss(&self) -> u64 {
+        let pid = self.child.as_ref().expect("refract runs").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|kib| kib.trim().parse::<u64>().ok())
+            .expect("VmHWM in /proc/<pid>/status")
+            * 1024
     }
 
     /// Whether the process is still running.

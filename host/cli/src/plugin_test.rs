@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 
-use refract_config::{PluginLocation, PluginSpec};
+use refract_config::{PluginLimitSettings, PluginLocation, PluginSpec};
 use refract_plugin::{
     AnyPlugin, BatchView, Header, KafkaRecord, Outcome, Processor, RecordBatch, ReplicationPolicy,
 };
@@ -28,12 +28,23 @@ pub struct PluginTest {
     /// value (`header=env`) is taken as a string.
     #[arg(long = "config")]
     pub config: Vec<String>,
-    /// The plugin's memory cap (`64MiB`), as `memory_limit` in a pipeline.
+    /// The memory budget of the plugin's instance, all memories and tables together (`64MiB`),
+    /// as `memory_limit` in a pipeline.
     #[arg(long)]
     pub memory_limit: Option<String>,
     /// The longest one call may run (`1s`, `250ms`), as `call_timeout` in a pipeline.
     #[arg(long)]
     pub call_timeout: Option<String>,
+    /// Most records a transform may return for one input record, as `max_outputs_per_record`.
+    #[arg(long)]
+    pub max_outputs_per_record: Option<u32>,
+    /// Most records a transform may return in one call, as `max_outputs_per_call`.
+    #[arg(long)]
+    pub max_outputs_per_call: Option<u32>,
+    /// Most bytes a call may return beyond the size of its input (`64MiB`), as
+    /// `max_output_bytes`.
+    #[arg(long)]
+    pub max_output_bytes: Option<String>,
     /// Alias of the cluster the input comes from.
     #[arg(long, default_value = "source")]
     pub source_cluster: String,
@@ -54,12 +65,12 @@ impl PluginTest {
         } else {
             PluginLocation::File(PathBuf::from(&self.plugin))
         };
-        let memory_limit = self
-            .memory_limit
-            .as_deref()
-            .map(refract_config::parse_size)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--memory-limit: {e}"))?;
+        let size = |value: Option<&str>, flag: &str| {
+            value
+                .map(refract_config::parse_size)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+        };
         let call_timeout = match self.call_timeout.as_deref() {
             None => None,
             Some(text) => match refract_config::parse_duration(text) {
@@ -68,12 +79,25 @@ impl PluginTest {
                 Err(e) => bail!("--call-timeout: {e}"),
             },
         };
+        for (flag, value) in [
+            ("max-outputs-per-record", self.max_outputs_per_record),
+            ("max-outputs-per-call", self.max_outputs_per_call),
+        ] {
+            if value == Some(0) {
+                bail!("--{flag}: must be at least 1");
+            }
+        }
         let spec = PluginSpec {
             location,
             config: config_table(&self.config)?,
             key: "plugin".into(),
-            memory_limit,
-            call_timeout,
+            limits: PluginLimitSettings {
+                memory_limit: size(self.memory_limit.as_deref(), "memory-limit")?,
+                call_timeout,
+                max_outputs_per_record: self.max_outputs_per_record,
+                max_outputs_per_call: self.max_outputs_per_call,
+                max_output_bytes: size(self.max_output_bytes.as_deref(), "max-output-bytes")?,
+            },
         };
         let runtime = crate::plugin_runtime()?;
         let plugin = AnyPlugin::load(&runtime, &spec)?;
@@ -158,7 +182,7 @@ impl PluginTest {
                 },
                 Err(e) => {
                     failures += 1;
-                    json!({ "topic": topic, "outcome": "error", "error": e.to_string() })
+                    error_json(json!({ "topic": topic }), &e)
                 }
             };
             writeln!(out, "{value}")?;
@@ -203,7 +227,7 @@ impl PluginTest {
                         writeln!(
                             out,
                             "{}",
-                            json!({ "offset": record.offset, "outcome": "error", "error": e.to_string() })
+                            error_json(json!({ "offset": record.offset }), &e)
                         )?;
                     }
                 }
@@ -212,6 +236,17 @@ impl PluginTest {
         }
         Ok(failures)
     }
+}
+
+/// An `error` outcome line: `at` (the offset or topic) with the error and, when a sandbox limit
+/// stopped the plugin, that limit's setting (`"limit": "call_timeout"`).
+fn error_json(mut at: Value, error: &refract_plugin::PluginError) -> Value {
+    at["outcome"] = json!("error");
+    at["error"] = json!(error.to_string());
+    if let Some(limit) = error.limit() {
+        at["limit"] = json!(limit);
+    }
+    at
 }
 
 /// Builds the plugin's config table from `key=value` pairs. A value is TOML; one that does not

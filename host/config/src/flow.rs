@@ -302,10 +302,23 @@ pub struct PluginSpec {
     pub config: String,
     /// Where in the pipeline it was declared, e.g. `flow[0].policy`.
     pub key: String,
-    /// Cap on each linear memory of an instance (`memory_limit`); the runtime default when none.
+    /// The sandbox limits set for this plugin; the runtime's defaults where none is set.
+    pub limits: PluginLimitSettings,
+}
+
+/// A plugin's own sandbox limits, as the pipeline sets them (`None`: the runtime's default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PluginLimitSettings {
+    /// `memory_limit`: one budget for every linear memory and table of an instance.
     pub memory_limit: Option<usize>,
-    /// Longest one call may run (`call_timeout`); the runtime default when none.
+    /// `call_timeout`: the longest one call may run.
     pub call_timeout: Option<Duration>,
+    /// `max_outputs_per_record`: records a transform may return for one input record.
+    pub max_outputs_per_record: Option<u32>,
+    /// `max_outputs_per_call`: records a transform may return in one call.
+    pub max_outputs_per_call: Option<u32>,
+    /// `max_output_bytes`: bytes a call may pass to the host beyond the size of its input.
+    pub max_output_bytes: Option<usize>,
 }
 
 /// Equal when they load the same plugin the same way: where it was declared (`key`) does not
@@ -314,8 +327,7 @@ impl PartialEq for PluginSpec {
     fn eq(&self, other: &Self) -> bool {
         self.location == other.location
             && self.config == other.config
-            && self.memory_limit == other.memory_limit
-            && self.call_timeout == other.call_timeout
+            && self.limits == other.limits
     }
 }
 
@@ -346,8 +358,7 @@ impl PluginSpec {
             location: PluginLocation::Builtin(name.to_string()),
             config: String::new(),
             key: key.to_string(),
-            memory_limit: None,
-            call_timeout: None,
+            limits: PluginLimitSettings::default(),
         }
     }
 }

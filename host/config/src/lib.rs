@@ -20,7 +20,7 @@ pub use error::ConfigError;
 pub use flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
-    OffsetTranslation, OnError, PluginLocation, PluginSpec, ProcessorSpec,
+    OffsetTranslation, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{ClientRole, Cluster, ClusterMode, Pipeline};
@@ -28,6 +28,6 @@ pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
 pub use secrets::{is_sensitive_key, REDACTED};
 pub use topics::{
-    PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
-    DEFAULT_TOPICS_EXCLUDE,
+    internal_topic_reason, PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+    DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE,
 };

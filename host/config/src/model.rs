@@ -9,7 +9,7 @@ use crate::error::{ConfigError, Locator};
 use crate::flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
-    OffsetTranslation, OnError, PluginLocation, PluginSpec, ProcessorSpec,
+    OffsetTranslation, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
 };
 use crate::raw::{
     RawCluster, RawClusterMode, RawFlow, RawOAuthBearer, RawPipeline, RawPlugin, RawProcessor,
@@ -980,6 +980,9 @@ impl Builder<'_> {
             config: raw.config,
             memory_limit: raw.memory_limit,
             call_timeout: raw.call_timeout,
+            max_outputs_per_record: raw.max_outputs_per_record,
+            max_outputs_per_call: raw.max_outputs_per_call,
+            max_output_bytes: raw.max_output_bytes,
         };
         let plugin = self.plugin(key, Spanned::new(span, plugin), BUILTIN_PROCESSORS)?;
         Ok(ProcessorSpec { plugin, on_error })
@@ -1056,12 +1059,26 @@ impl Builder<'_> {
                 )
             })?,
         };
-        let memory_limit = match raw.memory_limit {
-            None => None,
-            Some(m) => Some(parse_size(m.get_ref()).map_err(|e| {
-                self.loc
-                    .error(Some(m.span()), format!("{key}.memory_limit"), e)
-            })?),
+        let size =
+            |value: Option<Spanned<String>>, name: &str| -> Result<Option<usize>, ConfigError> {
+                value
+                    .map(|m| {
+                        parse_size(m.get_ref())
+                            .map_err(|e| self.loc.error(Some(m.span()), format!("{key}.{name}"), e))
+                    })
+                    .transpose()
+            };
+        let count = |value: Option<Spanned<i64>>, name: &str| -> Result<Option<u32>, ConfigError> {
+            value
+                .map(|n| match u32::try_from(*n.get_ref()) {
+                    Ok(v) if v > 0 => Ok(v),
+                    _ => Err(self.loc.error(
+                        Some(n.span()),
+                        format!("{key}.{name}"),
+                        format!("must be a whole number from 1 to {}", u32::MAX),
+                    )),
+                })
+                .transpose()
         };
         let call_timeout = match raw.call_timeout {
             None => None,
@@ -1077,12 +1094,18 @@ impl Builder<'_> {
                 Err(e) => return self.err(t.span(), format!("{key}.call_timeout"), e),
             },
         };
+        let limits = PluginLimitSettings {
+            memory_limit: size(raw.memory_limit, "memory_limit")?,
+            call_timeout,
+            max_outputs_per_record: count(raw.max_outputs_per_record, "max_outputs_per_record")?,
+            max_outputs_per_call: count(raw.max_outputs_per_call, "max_outputs_per_call")?,
+            max_output_bytes: size(raw.max_output_bytes, "max_output_bytes")?,
+        };
         Ok(PluginSpec {
             location,
             config,
             key: key.to_string(),
-            memory_limit,
-            call_timeout,
+            limits,
         })
     }
 }
@@ -1260,6 +1283,32 @@ mod processor_tests {
     }
 
     #[test]
+    fn sandbox_limits_parse_per_plugin() {
+        let text = format!(
+            "{HEAD}policy = {{ plugin = \"builtin:default\", call_timeout = \"2s\", max_output_bytes = \"1MiB\" }}\nprocessors = [{{ plugin = \"builtin:json-mask\", memory_limit = \"128MiB\", call_timeout = \"250ms\", max_outputs_per_record = 10, max_outputs_per_call = 500, max_output_bytes = \"8MiB\" }}]\n"
+        );
+        let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(
+            p.flows[0].processors[0].plugin.limits,
+            PluginLimitSettings {
+                memory_limit: Some(128 << 20),
+                call_timeout: Some(std::time::Duration::from_millis(250)),
+                max_outputs_per_record: Some(10),
+                max_outputs_per_call: Some(500),
+                max_output_bytes: Some(8 << 20),
+            }
+        );
+        assert_eq!(
+            p.flows[0].policy.limits,
+            PluginLimitSettings {
+                call_timeout: Some(std::time::Duration::from_secs(2)),
+                max_output_bytes: Some(1 << 20),
+                ..PluginLimitSettings::default()
+            }
+        );
+    }
+
+    #[test]
     fn mm2_offsets_topic_defaults_to_the_dedicated_mode_name() {
         let p = Pipeline::parse(Path::new("p.toml"), HEAD).unwrap();
         assert_eq!(p.flows[0].mm2_offsets_topic, "mm2-offsets.a.internal");
@@ -1298,6 +1347,21 @@ mod processor_tests {
                 "dead_letter_topic = \" \"",
                 "flow[0].dead_letter_topic",
                 "must not be empty",
+            ),
+            (
+                "processors = [{ plugin = \"builtin:filter\", max_outputs_per_record = 0 }]",
+                "flow[0].processors[0].max_outputs_per_record",
+                "must be a whole number from 1",
+            ),
+            (
+                "processors = [{ plugin = \"builtin:filter\", max_outputs_per_call = -5 }]",
+                "flow[0].processors[0].max_outputs_per_call",
+                "must be a whole number from 1",
+            ),
+            (
+                "processors = [{ plugin = \"builtin:filter\", max_output_bytes = \"lots\" }]",
+                "flow[0].processors[0].max_output_bytes",
+                "",
             ),
         ];
         for (body, key, message) in cases {

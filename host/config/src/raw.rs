@@ -104,6 +104,9 @@ pub struct RawProcessor {
     pub on_error: Option<Spanned<String>>,
     pub memory_limit: Option<Spanned<String>>,
     pub call_timeout: Option<Spanned<String>>,
+    pub max_outputs_per_record: Option<Spanned<i64>>,
+    pub max_outputs_per_call: Option<Spanned<i64>>,
+    pub max_output_bytes: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,4 +116,7 @@ pub struct RawPlugin {
     pub config: Option<toml::Table>,
     pub memory_limit: Option<Spanned<String>>,
     pub call_timeout: Option<Spanned<String>>,
+    pub max_outputs_per_record: Option<Spanned<i64>>,
+    pub max_outputs_per_call: Option<Spanned<i64>>,
+    pub max_output_bytes: Option<Spanned<String>>,
 }

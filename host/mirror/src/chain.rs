@@ -10,7 +10,8 @@ use std::borrow::Cow;
 
 use refract_config::OnError;
 use refract_plugin::{
-    BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, TrapKind,
+    cut_head, BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, TrapKind,
+    MESSAGE_CAP,
 };
 use refract_telemetry::{Metrics, PluginMetrics};
 
@@ -276,7 +277,7 @@ fn apply<'m>(
             }
         }
         Outcome::Reject(reason) => {
-            let error = format!("rejected: {reason}");
+            let error = format!("rejected: {}", cut_head(&reason, MESSAGE_CAP));
             fail_item(stage, at, item, error, out)?;
         }
     }

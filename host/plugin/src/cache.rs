@@ -304,8 +304,7 @@ mod tests {
             location: refract_config::PluginLocation::Builtin("builtin:filter".into()),
             config: "header = \"env\"".into(),
             key: "policy".into(),
-            memory_limit: None,
-            call_timeout: None,
+            limits: Default::default(),
         };
         let err = crate::PolicyPlugin::load(&runtime, &spec).unwrap_err();
         assert!(

@@ -12,6 +12,7 @@ use refract_config::PluginSpec;
 
 use crate::bindings::{PluginInfo, WitPluginError};
 use crate::error::{describe_trap, PluginError, TrapKind};
+use crate::guest_text::{cut_head, MESSAGE_CAP};
 use crate::runtime::{PluginLimits, PluginRuntime, PluginState, SUPPORTED_VERSION};
 
 pub(crate) const PACKAGE: &str = "refract:plugin/";
@@ -50,7 +51,7 @@ pub(crate) trait World: Sized + Send + 'static {
 /// A plugin of world `W` that compiled, linked and accepted its config.
 pub(crate) struct Plugin<W: World> {
     runtime: Arc<PluginRuntime>,
-    limits: PluginLimits,
+    pub(crate) limits: PluginLimits,
     pre: W::Pre,
     pub(crate) name: Arc<str>,
     config: String,
@@ -80,10 +81,7 @@ impl<W: World> Plugin<W> {
                 W::INTERFACE
             ),
         })?;
-        let limits = PluginLimits {
-            memory_bytes: spec.memory_limit.unwrap_or(runtime.limits.memory_bytes),
-            call_deadline: spec.call_timeout.unwrap_or(runtime.limits.call_deadline),
-        };
+        let limits = runtime.limits.with_settings(&spec.limits);
         let mut plugin = Self {
             runtime: runtime.clone(),
             limits,
@@ -93,7 +91,7 @@ impl<W: World> Plugin<W> {
             info: Default::default(),
         };
         let mut instance = plugin.instantiate()?;
-        let info = instance.call("info", |w, _, s| w.info(s).map(Ok))?;
+        let info = instance.call("info", 0, |w, _, s| w.info(s).map(Ok))?;
         plugin.info = (info.name, info.version);
         Ok(plugin)
     }
@@ -125,11 +123,19 @@ impl<W: World> Plugin<W> {
         let (world, raw) = W::instance_pre(&self.pre)
             .instantiate(&mut store)
             .and_then(|raw| Ok((W::new(&mut store, &raw)?, raw)))
-            .map_err(|e| PluginError::Trap {
-                plugin: self.name.to_string(),
-                call: "instantiation".into(),
-                reason: format!("{e:#}"),
-                kind: TrapKind::Guest,
+            .map_err(|e| {
+                let fuel = self.limits.output_fuel(0);
+                let (kind, reason) = describe_trap(&e, &self.limits, fuel, &Default::default());
+                let reason = match kind {
+                    TrapKind::Guest => format!("{e:#}"),
+                    _ => reason,
+                };
+                PluginError::Trap {
+                    plugin: self.name.to_string(),
+                    call: "instantiation".into(),
+                    reason,
+                    kind,
+                }
             })?;
         let mut instance = Instance {
             plugin_name: self.name.clone(),
@@ -140,7 +146,7 @@ impl<W: World> Plugin<W> {
         };
         let config = self.config.clone();
         instance
-            .call("init", |w, _, s| w.init(s, &config))
+            .call("init", config.len(), |w, _, s| w.init(s, &config))
             .map_err(|e| match e {
                 PluginError::Failed { plugin, reason, .. } => PluginError::Init { plugin, reason },
                 other => other,
@@ -278,40 +284,45 @@ pub(crate) struct Instance<W: World> {
 }
 
 impl<W: World> Instance<W> {
-    /// Calls into the guest under the deadline; maps traps and plugin errors to [`PluginError`].
-    /// `f` gets the generated bindings and the raw instance (for exports called through typed
-    /// functions of the host's own, borrowed, argument types).
+    /// Calls into the guest under the deadline and the output budget (`input_bytes`: the size
+    /// of what the call sends, which the answer may match on top of `max_output_bytes`); maps
+    /// traps and plugin errors to [`PluginError`]. `f` gets the generated bindings and the raw
+    /// instance (for exports called through typed functions of the host's own, borrowed,
+    /// argument types).
     pub(crate) fn call<R>(
         &mut self,
         call: &str,
+        input_bytes: usize,
         f: impl FnOnce(
             &W,
             &ComponentInstance,
             &mut Store<PluginState>,
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
+        let fuel = self.limits.output_fuel(input_bytes);
         self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        self.store.set_hostcall_fuel(fuel);
         self.store.data().stderr.clear();
-        match f(&self.world, &self.raw, &mut self.store) {
+        let result = f(&self.world, &self.raw, &mut self.store);
+        self.store.data_mut().report_dropped_logs();
+        match result {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(PluginError::Failed {
                 plugin: self.plugin_name.to_string(),
                 call: call.to_string(),
                 reason: match e {
-                    WitPluginError::InvalidConfig(m) => format!("invalid config: {m}"),
-                    WitPluginError::Unsupported(m) => format!("unsupported: {m}"),
-                    WitPluginError::Failed(m) => m,
+                    WitPluginError::InvalidConfig(m) => {
+                        format!("invalid config: {}", cut_head(&m, MESSAGE_CAP))
+                    }
+                    WitPluginError::Unsupported(m) => {
+                        format!("unsupported: {}", cut_head(&m, MESSAGE_CAP))
+                    }
+                    WitPluginError::Failed(m) => cut_head(&m, MESSAGE_CAP).into_owned(),
                 },
             }),
             Err(trap) => {
-                let (stderr, dropped) = self.store.data().stderr.contents();
-                let (kind, reason) = describe_trap(
-                    &trap,
-                    self.limits.call_deadline,
-                    self.limits.memory_bytes,
-                    &stderr,
-                    dropped,
-                );
+                let stderr = self.store.data().stderr.contents();
+                let (kind, reason) = describe_trap(&trap, &self.limits, fuel, &stderr);
                 Err(PluginError::Trap {
                     plugin: self.plugin_name.to_string(),
                     call: call.to_string(),
@@ -341,6 +352,7 @@ impl<W: World> Live<W> {
     pub(crate) fn call<R>(
         &mut self,
         call: &str,
+        input_bytes: usize,
         f: impl FnOnce(
             &W,
             &ComponentInstance,
@@ -351,7 +363,7 @@ impl<W: World> Live<W> {
             Some(i) => i,
             empty => empty.insert(self.plugin.instantiate()?),
         };
-        let result = instance.call(call, f);
+        let result = instance.call(call, input_bytes, f);
         if matches!(result, Err(PluginError::Trap { .. })) {
             // A trapped store cannot be entered again.
             self.instance = None;

@@ -1,4 +1,7 @@
-use std::time::Duration;
+use crate::guest_text::{cut_head, tail_of, MESSAGE_CAP, STDERR_SHOWN};
+use crate::runtime::PluginLimits;
+use crate::sandbox::{BudgetExceeded, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
+use crate::stderr::StderrText;
 
 /// Why a plugin could not be loaded or called. Every variant names the plugin.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,43 +93,89 @@ pub enum PluginError {
 /// Why a plugin's call was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrapKind {
-    /// It ran past its call deadline.
+    /// It ran past its call deadline (`call_timeout`).
     Deadline,
-    /// It tried to grow its memory past its limit.
+    /// It tried to grow its memories and tables past its budget (`memory_limit`), or to create
+    /// more memories, tables or core instances than a plugin may.
     Memory,
+    /// It returned more records for one input than its budget (`max_outputs_per_record`).
+    OutputsPerRecord,
+    /// It returned more records in one call than its budget (`max_outputs_per_call`).
+    OutputsPerCall,
+    /// It passed more bytes to the host in one call than its budget (`max_output_bytes`).
+    OutputBytes,
     /// The guest itself failed (a panic, an exception, an unreachable instruction).
     Guest,
 }
 
-/// Describes a trap for a user: deadline, memory cap or the guest's own failure. For the
-/// latter the plugin's own words come first — the exception or panic line found in what the call
-/// wrote to stderr — then the wasm trap, then that stderr itself (its last
-/// [`STDERR_CAP`](crate::stderr::STDERR_CAP) bytes; `dropped` bytes before them were cut).
+impl TrapKind {
+    /// The pipeline setting of the limit that stopped the call; `None` for the guest's own
+    /// failure.
+    pub fn setting(self) -> Option<&'static str> {
+        match self {
+            Self::Deadline => Some("call_timeout"),
+            Self::Memory => Some("memory_limit"),
+            Self::OutputsPerRecord => Some("max_outputs_per_record"),
+            Self::OutputsPerCall => Some("max_outputs_per_call"),
+            Self::OutputBytes => Some("max_output_bytes"),
+            Self::Guest => None,
+        }
+    }
+}
+
+impl PluginError {
+    /// The pipeline setting of the sandbox limit that stopped the plugin, if one did.
+    pub fn limit(&self) -> Option<&'static str> {
+        match self {
+            Self::Trap { kind, .. } => kind.setting(),
+            _ => None,
+        }
+    }
+}
+
+/// The text wasmtime's hostcall fuel fails with (its error type is private).
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
+/// Describes a trap for a user: which limit stopped the call (deadline, memory budget, output
+/// budget) or the guest's own failure. For the latter the plugin's own words come first — the
+/// exception or panic line found in what the call wrote to stderr, cut to
+/// [`MESSAGE_CAP`](crate::MESSAGE_CAP) — then the wasm trap, then the tail of that stderr (its
+/// last [`STDERR_SHOWN`](crate::STDERR_SHOWN) bytes).
 pub(crate) fn describe_trap(
     err: &wasmtime::Error,
-    deadline: Duration,
-    memory: usize,
-    stderr: &str,
-    dropped: usize,
+    limits: &PluginLimits,
+    fuel: usize,
+    stderr: &StderrText,
 ) -> (TrapKind, String) {
     if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
         if *trap == wasmtime::Trap::Interrupt {
             return (
                 TrapKind::Deadline,
-                format!("it ran past its {} ms call deadline", deadline.as_millis()),
+                format!(
+                    "it ran past its {} ms call deadline (call_timeout)",
+                    limits.call_deadline.as_millis()
+                ),
             );
         }
     }
+    if let Some(exceeded) = err.chain().find_map(|e| e.downcast_ref::<BudgetExceeded>()) {
+        return (TrapKind::Memory, exceeded.to_string());
+    }
     let chain: Vec<String> = err.chain().map(|e| e.to_string()).collect();
-    if chain
-        .iter()
-        .any(|m| m.contains("forcing trap when growing memory"))
-    {
+    if let Some(count) = chain.iter().find(|m| m.contains("count too high")) {
         return (
             TrapKind::Memory,
             format!(
-                "it tried to grow its memory past its {} MiB limit",
-                memory >> 20
+                "it created more core instances, memories or tables than a plugin instance may ({MAX_CORE_INSTANCES}, {MAX_MEMORIES} and {MAX_TABLES}): {count}"
+            ),
+        );
+    }
+    if chain.iter().any(|m| m.contains(HOSTCALL_FUEL_EXHAUSTED)) {
+        return (
+            TrapKind::OutputBytes,
+            format!(
+                "it tried to pass more than {fuel} bytes to the host in one call: its input's size plus its output budget of {} (max_output_bytes)",
+                crate::guest_text::bytes_text(limits.max_output_bytes)
             ),
         );
     }
@@ -134,21 +183,25 @@ pub(crate) fn describe_trap(
         Some(trap) => trap.to_string(),
         None => chain.first().cloned().unwrap_or_default(),
     };
-    let stderr = stderr.trim();
+    let summary = stderr.failure_summary();
+    let dropped = stderr.dropped;
+    let stderr = stderr.tail.trim();
     if stderr.is_empty() {
-        return (TrapKind::Guest, trap);
+        return (TrapKind::Guest, cut_head(&trap, MESSAGE_CAP).into_owned());
     }
-    let cut = if dropped > 0 {
-        format!(
-            ", the last {} bytes; {dropped} before them cut",
-            stderr.len()
-        )
+    let shown = tail_of(stderr, STDERR_SHOWN);
+    let cut = dropped + (stderr.len() - shown.len());
+    let cut = if cut > 0 {
+        format!(", its last {} bytes; {cut} before them cut", shown.len())
     } else {
         String::new()
     };
-    let text = match crate::stderr::failure_summary(stderr) {
-        Some(summary) => format!("{summary} [{trap}]; plugin stderr{cut}:\n{stderr}"),
-        None => format!("{trap}; plugin stderr{cut}:\n{stderr}"),
+    let text = match summary {
+        Some(summary) => format!(
+            "{} [{trap}]; plugin stderr{cut}:\n{shown}",
+            cut_head(&summary, MESSAGE_CAP)
+        ),
+        None => format!("{trap}; plugin stderr{cut}:\n{shown}"),
     };
     (TrapKind::Guest, text)
 }

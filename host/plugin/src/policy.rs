@@ -49,6 +49,11 @@ pub fn topic_name_problem(name: &str) -> Option<String> {
     })
 }
 
+/// Bytes of text in `names`, for the output budget of a call that sends them.
+fn text_bytes(names: &[String]) -> usize {
+    names.iter().map(String::len).sum()
+}
+
 /// A replication-policy plugin that compiled, linked and accepted its config.
 /// Cheap to share; each flow makes its own [`ReplicationPolicy`] from it.
 pub struct PolicyPlugin(Arc<Plugin<PolicyWorld>>);
@@ -123,15 +128,18 @@ impl ReplicationPolicy {
         &self.plugin
     }
 
+    /// One call on the live instance; `input_bytes` is what it sends (the answer may be as
+    /// long again on top of the output budget).
     fn with_instance<R>(
         &mut self,
         call: &str,
+        input_bytes: usize,
         f: impl FnOnce(
             &PolicyWorld,
             &mut Store<PluginState>,
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
-        self.live.call(call, |w, _, s| f(w, s))
+        self.live.call(call, input_bytes, |w, _, s| f(w, s))
     }
 
     fn check_len<T>(&self, call: &str, got: Vec<T>, want: usize) -> Result<Vec<T>, PluginError> {
@@ -154,7 +162,8 @@ impl ReplicationPolicy {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            let answers = self.with_instance("format-remote-topics", |w, s| {
+            let input = source_cluster.len() + text_bytes(&missing);
+            let answers = self.with_instance("format-remote-topics", input, |w, s| {
                 w.refract_plugin_replication_policy()
                     .call_format_remote_topics(s, source_cluster, &missing)
             })?;
@@ -220,7 +229,7 @@ impl ReplicationPolicy {
         if missing.is_empty() {
             return Ok(());
         }
-        let answers = self.with_instance(call, |w, s| f(w, s, &missing))?;
+        let answers = self.with_instance(call, text_bytes(&missing), |w, s| f(w, s, &missing))?;
         let answers = self.check_len(call, answers, missing.len())?;
         pick(self).extend(missing.into_iter().zip(answers));
         Ok(())
@@ -261,7 +270,7 @@ impl ReplicationPolicy {
         if let Some(h) = &self.heartbeats {
             return Ok(h.clone());
         }
-        let h = self.with_instance("heartbeats-topic", |w, s| {
+        let h = self.with_instance("heartbeats-topic", 0, |w, s| {
             w.refract_plugin_replication_policy()
                 .call_heartbeats_topic(s)
                 .map(Ok)
@@ -296,7 +305,7 @@ impl ReplicationPolicy {
 
     /// The offset-syncs topic for `cluster` (`offsetSyncsTopic`).
     pub fn offset_syncs_topic(&mut self, cluster: &str) -> Result<String, PluginError> {
-        self.with_instance("offset-syncs-topic", |w, s| {
+        self.with_instance("offset-syncs-topic", cluster.len(), |w, s| {
             w.refract_plugin_replication_policy()
                 .call_offset_syncs_topic(s, cluster)
                 .map(Ok)
@@ -305,7 +314,7 @@ impl ReplicationPolicy {
 
     /// The checkpoints topic for `cluster` (`checkpointsTopic`).
     pub fn checkpoints_topic(&mut self, cluster: &str) -> Result<String, PluginError> {
-        self.with_instance("checkpoints-topic", |w, s| {
+        self.with_instance("checkpoints-topic", cluster.len(), |w, s| {
             w.refract_plugin_replication_policy()
                 .call_checkpoints_topic(s, cluster)
                 .map(Ok)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use refract_config::PluginSpec;
+use refract_config::{internal_topic_reason, PluginSpec};
 
 use wasmtime::component::ComponentExportIndex;
 use wasmtime::Store;
@@ -12,8 +12,10 @@ use crate::bindings::filter::FilterPlugin as FilterWorld;
 use crate::bindings::transform::TransformPlugin as TransformWorld;
 use crate::bindings::{Outcome, WitPluginError};
 use crate::component::{compile_checked, Live, Plugin};
-use crate::error::PluginError;
-use crate::runtime::{PluginRuntime, PluginState};
+use crate::error::{PluginError, TrapKind};
+use crate::guest_text::{cut_head, MESSAGE_CAP};
+use crate::policy::topic_name_problem;
+use crate::runtime::{PluginLimits, PluginRuntime, PluginState};
 use crate::view::BatchView;
 
 /// Which processor world a plugin implements.
@@ -127,9 +129,10 @@ impl Processor {
     /// guest's memory); a `keep` outcome carries nothing back.
     pub fn process(&mut self, batch: &BatchView<'_>) -> Result<Vec<Outcome>, PluginError> {
         let n = batch.records.len();
+        let input = batch.size_in_bytes();
         match &mut self.live {
             LiveKind::Filter(live, call) => {
-                let flags = live.call("filter", |_, instance, store| {
+                let flags = live.call("filter", input, |_, instance, store| {
                     typed_call::<Vec<bool>>(instance, store, call, batch)
                 })?;
                 let flags = live.check_len("filter", flags, n, "records")?;
@@ -139,13 +142,88 @@ impl Processor {
                     .collect())
             }
             LiveKind::Transform(live, call) => {
-                let outcomes = live.call("transform", |_, instance, store| {
+                let outcomes = live.call("transform", input, |_, instance, store| {
                     typed_call::<Vec<Outcome>>(instance, store, call, batch)
                 })?;
-                live.check_len("transform", outcomes, n, "records")
+                let mut outcomes = live.check_len("transform", outcomes, n, "records")?;
+                check_output_records(&live.plugin.name, &live.plugin.limits, batch, &outcomes)?;
+                refuse_reserved_routes(&mut outcomes);
+                Ok(outcomes)
             }
         }
     }
+}
+
+/// Turns an outcome that routes a record to a topic no plugin may write — an internal topic of
+/// Kafka, MirrorMaker 2 or refract, or an illegal name — into a rejection of that record, so it
+/// follows the processor's `on_error` and nothing is written (or created) there.
+fn refuse_reserved_routes(outcomes: &mut [Outcome]) {
+    for outcome in outcomes.iter_mut() {
+        let Outcome::Replace(records) = outcome else {
+            continue;
+        };
+        if let Some(reason) = records
+            .iter()
+            .find_map(|r| refused_route(r.topic.as_deref()?))
+        {
+            *outcome = Outcome::Reject(reason);
+        }
+    }
+}
+
+/// Why a transform may not send a record to `topic`, or `None` when it may.
+fn refused_route(topic: &str) -> Option<String> {
+    let shown = cut_head(topic, MESSAGE_CAP);
+    if let Some(reason) = internal_topic_reason(topic) {
+        return Some(format!(
+            "refract refused its output: it routed a record to `{shown}`, an internal topic ({reason}); plugin output is never written there"
+        ));
+    }
+    topic_name_problem(topic).map(|problem| {
+        format!(
+            "refract refused its output: it routed a record to `{shown}`, which is not a legal topic name: {problem}"
+        )
+    })
+}
+
+/// Holds a transform's answer to its output record budgets: at most `max_outputs_per_record`
+/// records for any one input and `max_outputs_per_call` in all. (The bytes were bounded while
+/// the answer was copied out, by `max_output_bytes`.)
+fn check_output_records(
+    plugin: &str,
+    limits: &PluginLimits,
+    batch: &BatchView<'_>,
+    outcomes: &[Outcome],
+) -> Result<(), PluginError> {
+    let stopped = |kind, reason: String| PluginError::Trap {
+        plugin: plugin.to_string(),
+        call: "transform".into(),
+        reason,
+        kind,
+    };
+    let mut total = 0usize;
+    for (record, outcome) in batch.records.iter().zip(outcomes) {
+        let Outcome::Replace(records) = outcome else {
+            continue;
+        };
+        if records.len() > limits.max_outputs_per_record as usize {
+            return Err(stopped(TrapKind::OutputsPerRecord, format!(
+                "it returned {} records for the record at offset {}; its budget is {} per input record (max_outputs_per_record)",
+                records.len(),
+                record.offset,
+                limits.max_outputs_per_record
+            )));
+        }
+        total += records.len();
+    }
+    if total > limits.max_outputs_per_call as usize {
+        return Err(stopped(TrapKind::OutputsPerCall, format!(
+            "it returned {total} records for a batch of {}; its budget is {} per call (max_outputs_per_call)",
+            batch.records.len(),
+            limits.max_outputs_per_call
+        )));
+    }
+    Ok(())
 }
 
 /// Calls a `func(batch: record-batch) -> result<R, plugin-error>` export with a borrowed batch.

@@ -4,16 +4,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use refract_config::PluginLocation;
+use refract_config::{PluginLimitSettings, PluginLocation};
 
 use crate::bindings::policy::{refract, PolicyPlugin as PolicyWorld};
 use crate::bindings::LogLevel;
 use crate::builtin::builtin_bytes;
 use crate::cache::CompileCache;
 use crate::error::PluginError;
+use crate::guest_text::{cut_head, LogGate, LOG_LINE_CAP};
+use crate::sandbox::{link_virtual_clocks, InstanceBudget, VirtualClock, VirtualClocks};
 use crate::stderr::StderrTail;
 
 /// How often the engine's epoch advances; call deadlines are whole multiples of it.
@@ -21,19 +23,47 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The `refract:plugin` versions this host accepts (0.x: same minor).
 pub(crate) const SUPPORTED_VERSION: (u64, u64) = (0, 1);
 
-/// Per-instance resource limits.
+/// Per-instance sandbox limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {
-    /// Cap on each linear memory of an instance.
+    /// One budget for every linear memory and table of an instance (`memory_limit`).
     pub memory_bytes: usize,
-    /// Longest a single call may run before the instance is stopped.
+    /// Longest a single call may run before the instance is stopped (`call_timeout`).
     pub call_deadline: Duration,
+    /// Records a transform may return for one input record (`max_outputs_per_record`).
+    pub max_outputs_per_record: u32,
+    /// Records a transform may return in one call (`max_outputs_per_call`).
+    pub max_outputs_per_call: u32,
+    /// Bytes a call may pass to the host beyond the size of its input (`max_output_bytes`):
+    /// checked while the answer is copied out of the guest, so the host never holds more.
+    pub max_output_bytes: usize,
 }
 
 impl PluginLimits {
     /// The per-call deadline in epoch ticks.
     pub(crate) fn deadline_ticks(&self) -> u64 {
         (self.call_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+
+    /// These limits with a pipeline's settings for one plugin applied over them.
+    pub fn with_settings(self, settings: &PluginLimitSettings) -> Self {
+        Self {
+            memory_bytes: settings.memory_limit.unwrap_or(self.memory_bytes),
+            call_deadline: settings.call_timeout.unwrap_or(self.call_deadline),
+            max_outputs_per_record: settings
+                .max_outputs_per_record
+                .unwrap_or(self.max_outputs_per_record),
+            max_outputs_per_call: settings
+                .max_outputs_per_call
+                .unwrap_or(self.max_outputs_per_call),
+            max_output_bytes: settings.max_output_bytes.unwrap_or(self.max_output_bytes),
+        }
+    }
+
+    /// The hostcall fuel (wasmtime's bound on bytes lifted out of the guest per call) for a
+    /// call whose input is `input_bytes` long.
+    pub(crate) fn output_fuel(&self, input_bytes: usize) -> usize {
+        self.max_output_bytes.saturating_add(input_bytes)
     }
 }
 
@@ -42,6 +72,9 @@ impl Default for PluginLimits {
         Self {
             memory_bytes: 64 << 20,
             call_deadline: Duration::from_secs(1),
+            max_outputs_per_record: 1000,
+            max_outputs_per_call: 100_000,
+            max_output_bytes: 64 << 20,
         }
     }
 }
@@ -50,9 +83,34 @@ impl Default for PluginLimits {
 pub(crate) struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    budget: InstanceBudget,
+    clock: VirtualClock,
     plugin: Arc<str>,
     pub(crate) stderr: StderrTail,
+    log_gate: LogGate,
+}
+
+impl PluginState {
+    /// The instance's clock and resource table, for the WASI clock interfaces.
+    pub(crate) fn clocks(&mut self) -> VirtualClocks<'_> {
+        VirtualClocks {
+            clock: &mut self.clock,
+            table: &mut self.table,
+        }
+    }
+
+    /// Says how many log lines the rate limit dropped since the last report, if any.
+    pub(crate) fn report_dropped_logs(&mut self) {
+        let dropped = self.log_gate.take_dropped();
+        if dropped > 0 {
+            tracing::warn!(
+                plugin = &*self.plugin,
+                "{dropped} log lines dropped: a plugin may log {} lines per second (bursts of {})",
+                crate::guest_text::LOG_LINES_PER_SECOND,
+                crate::guest_text::LOG_BURST
+            );
+        }
+    }
 }
 
 impl WasiView for PluginState {
@@ -68,7 +126,11 @@ impl refract::plugin::types::Host for PluginState {}
 
 impl refract::plugin::host::Host for PluginState {
     fn log(&mut self, level: LogLevel, message: String) {
+        if !self.log_gate.admit() {
+            return;
+        }
         let plugin = &*self.plugin;
+        let message = cut_head(&message, LOG_LINE_CAP);
         match level {
             LogLevel::Trace => tracing::trace!(plugin, "{message}"),
             LogLevel::Debug => tracing::debug!(plugin, "{message}"),
@@ -104,7 +166,8 @@ pub struct PluginRuntime {
 
 impl PluginRuntime {
     /// Builds the engine (Cranelift, epoch interruption) and the linker that grants plugins the
-    /// `host` interface and a WASI with no files, network, environment or arguments.
+    /// `host` interface and a WASI with no files, network, environment, arguments or real clock
+    /// (see [`crate::sandbox`]).
     pub fn new(limits: PluginLimits) -> Result<Arc<Self>, PluginError> {
         Self::with_cache(limits, None)
     }
@@ -125,6 +188,7 @@ impl PluginRuntime {
         let engine = Engine::new(&config).map_err(setup)?;
         let mut linker = Linker::<PluginState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(setup)?;
+        link_virtual_clocks(&mut linker).map_err(setup)?;
         PolicyWorld::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(setup)?;
 
         let stop = Arc::new(AtomicBool::new(false));
@@ -211,23 +275,25 @@ impl PluginRuntime {
         plugin_limits: &PluginLimits,
     ) -> Store<PluginState> {
         let stderr = StderrTail::default();
-        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(plugin_limits.memory_bytes)
-            .instances(1000)
-            .tables(1000)
-            .memories(1000)
-            .trap_on_grow_failure(true)
+        // No preopens, environment or arguments (the builder's defaults), no sockets at all.
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
             .build();
         let state = PluginState {
             wasi,
             table: ResourceTable::new(),
-            limits,
+            budget: InstanceBudget::new(plugin_limits.memory_bytes),
+            clock: VirtualClock::default(),
             plugin,
             stderr,
+            log_gate: LogGate::default(),
         };
         let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| &mut s.budget);
+        store.set_hostcall_fuel(plugin_limits.output_fuel(0));
         store.set_epoch_deadline(plugin_limits.deadline_ticks());
         store
     }

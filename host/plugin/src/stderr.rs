@@ -15,9 +15,13 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// How much of a call's stderr is kept: the last this many bytes.
 pub const STDERR_CAP: usize = 8 << 10;
+/// How much of the start of a call's stderr is kept too: a Rust panic names itself first.
+const HEAD_CAP: usize = 1 << 10;
 
 #[derive(Default)]
 struct Tail {
+    /// The first [`HEAD_CAP`] bytes this call wrote.
+    head: Vec<u8>,
     bytes: Vec<u8>,
     /// Bytes written during this call and dropped from the front because of the cap.
     dropped: usize,
@@ -34,6 +38,8 @@ impl StderrTail {
 
     fn append(&self, data: &[u8]) {
         self.with(|t| {
+            let room = HEAD_CAP - t.head.len();
+            t.head.extend_from_slice(&data[..room.min(data.len())]);
             t.bytes.extend_from_slice(data);
             if t.bytes.len() > STDERR_CAP {
                 let excess = t.bytes.len() - STDERR_CAP;
@@ -46,15 +52,39 @@ impl StderrTail {
     /// Forgets what earlier calls wrote.
     pub(crate) fn clear(&self) {
         self.with(|t| {
+            t.head.clear();
             t.bytes.clear();
             t.dropped = 0;
         });
     }
 
-    /// What this call wrote (its last [`STDERR_CAP`] bytes, as text) and how many bytes before
-    /// those were dropped.
-    pub(crate) fn contents(&self) -> (String, usize) {
-        self.with(|t| (String::from_utf8_lossy(&t.bytes).into_owned(), t.dropped))
+    /// What this call wrote: its last [`STDERR_CAP`] bytes as text, how many bytes before those
+    /// were dropped, and — when some were — its first bytes too.
+    pub(crate) fn contents(&self) -> StderrText {
+        self.with(|t| StderrText {
+            head: (t.dropped > 0).then(|| String::from_utf8_lossy(&t.head).into_owned()),
+            tail: String::from_utf8_lossy(&t.bytes).into_owned(),
+            dropped: t.dropped,
+        })
+    }
+}
+
+/// What one call wrote to stderr, as kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StderrText {
+    /// The start of it, when it did not all fit in `tail`.
+    pub(crate) head: Option<String>,
+    /// The end of it (all of it when `dropped` is 0).
+    pub(crate) tail: String,
+    /// Bytes between the kept tail and the start.
+    pub(crate) dropped: usize,
+}
+
+impl StderrText {
+    /// The line that names the failure: looked for in the end first (a Python traceback ends
+    /// with its exception), then in the start (a Rust panic message comes first).
+    pub(crate) fn failure_summary(&self) -> Option<String> {
+        failure_summary(&self.tail).or_else(|| self.head.as_deref().and_then(failure_summary))
     }
 }
 
@@ -231,11 +261,23 @@ mod tests {
         let tail = StderrTail::default();
         tail.append(&vec![b'a'; STDERR_CAP]);
         tail.append(b"the end");
-        let (text, dropped) = tail.contents();
-        assert_eq!(text.len(), STDERR_CAP);
-        assert_eq!(dropped, 7);
-        assert!(text.ends_with("the end"));
+        let text = tail.contents();
+        assert_eq!(text.tail.len(), STDERR_CAP);
+        assert_eq!(text.dropped, 7);
+        assert!(text.tail.ends_with("the end"));
+        assert_eq!(text.head.as_deref().map(str::len), Some(HEAD_CAP));
         tail.clear();
-        assert_eq!(tail.contents(), (String::new(), 0));
+        assert_eq!(tail.contents(), StderrText::default());
+    }
+
+    #[test]
+    fn a_panic_named_at_the_start_of_a_long_stderr_is_still_found() {
+        let tail = StderrTail::default();
+        tail.append(b"thread '<unnamed>' panicked at src/lib.rs:3:5:\nboom ");
+        tail.append(&vec![b'x'; 1 << 20]);
+        tail.append(b"\nnote: run with `RUST_BACKTRACE=1`\n");
+        let text = tail.contents();
+        let summary = text.failure_summary().unwrap();
+        assert!(summary.starts_with("panic: boom xxx"), "{summary}");
     }
 }

@@ -55,6 +55,23 @@ pub struct BatchView<'a> {
 }
 
 impl<'a> BatchView<'a> {
+    /// Bytes of data the batch carries into the guest: names, keys, values and headers.
+    pub fn size_in_bytes(&self) -> usize {
+        let records: usize = self
+            .records
+            .iter()
+            .map(|r| {
+                r.key.map_or(0, <[u8]>::len)
+                    + r.value.map_or(0, <[u8]>::len)
+                    + r.headers
+                        .iter()
+                        .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
+                        .sum::<usize>()
+            })
+            .sum();
+        self.source_cluster.len() + self.topic.len() + self.target_topic.len() + records
+    }
+
     /// A view of an owned batch.
     pub fn of(batch: &'a RecordBatch) -> Self {
         Self {

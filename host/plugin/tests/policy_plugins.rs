@@ -15,8 +15,7 @@ fn spec(location: PluginLocation, config: &str) -> PluginSpec {
         location,
         config: config.to_string(),
         key: "flow[0].policy".into(),
-        memory_limit: None,
-        call_timeout: None,
+        limits: Default::default(),
     }
 }
 
@@ -42,6 +41,7 @@ fn runtime() -> Arc<PluginRuntime> {
     PluginRuntime::new(PluginLimits {
         memory_bytes: 32 << 20,
         call_deadline: Duration::from_millis(300),
+        ..PluginLimits::default()
     })
     .expect("runtime")
 }
@@ -198,7 +198,7 @@ fn bad_plugins_are_rejected_with_their_reason() {
     match load_error(file("misbehaving_policy.wasm"), "grow_in = \"init\"") {
         PluginError::Trap { reason, kind, .. } => {
             assert_eq!(kind, refract_plugin::TrapKind::Memory);
-            assert!(reason.contains("32 MiB limit"), "{reason}")
+            assert!(reason.contains("memory budget of 32 MiB"), "{reason}")
         }
         other => panic!("unexpected {other}"),
     }
@@ -237,7 +237,7 @@ fn misbehaving_calls_are_stopped_and_the_instance_replaced() {
     for (mode, expect) in [
         ("panic_in", "panicked on purpose"),
         ("loop_in", "call deadline"),
-        ("grow_in", "memory past"),
+        ("grow_in", "memory budget"),
     ] {
         let mut p = policy(
             &rt,
@@ -270,7 +270,7 @@ fn misbehaving_calls_are_stopped_and_the_instance_replaced() {
 fn per_plugin_limits_override_the_defaults() {
     let rt = runtime();
     let mut spec = spec(file("misbehaving_policy.wasm"), "loop_in = \"init\"");
-    spec.call_timeout = Some(Duration::from_millis(50));
+    spec.limits.call_timeout = Some(Duration::from_millis(50));
     let started = Instant::now();
     match PolicyPlugin::load(&rt, &spec) {
         Err(PluginError::Trap { reason, .. }) => {
@@ -280,10 +280,13 @@ fn per_plugin_limits_override_the_defaults() {
     }
     assert!(started.elapsed() < Duration::from_secs(5));
     spec.config = "grow_in = \"init\"".into();
-    spec.memory_limit = Some(8 << 20);
+    spec.limits.memory_limit = Some(8 << 20);
     match PolicyPlugin::load(&rt, &spec) {
         Err(PluginError::Trap { reason, .. }) => {
-            assert!(reason.contains("8 MiB limit"), "{reason}")
+            assert!(
+                reason.contains("memory budget of 8 MiB (memory_limit)"),
+                "{reason}"
+            )
         }
         other => panic!("unexpected {other:?}"),
     }

@@ -26,6 +26,11 @@ use super::provenance::{provenance, PROVENANCE_HEADER};
 use super::slots::Slots;
 use super::{lock, FlowRunner, MAX_POLL_BATCH, NO_SLOT};
 use crate::clock::now_ms;
+use refract_plugin::cut_head;
+
+/// Longest `refract.error.message` header of a dead letter: the error names the plugin, the
+/// call and the limit, and carries at most a few KiB of the plugin's own text.
+const DEAD_LETTER_MESSAGE_CAP: usize = 4 << 10;
 
 /// One record to produce.
 pub(super) struct Output<'a> {
@@ -388,9 +393,12 @@ impl FlowRunner {
             for d in &out.dead {
                 let partition_text = partition.to_string();
                 let offset_text = d.item.offset.to_string();
+                // The plugin's own text in it is already cut; this bounds the whole header so
+                // the dead letter fits the target whatever the plugin wrote.
+                let message = cut_head(&d.error, DEAD_LETTER_MESSAGE_CAP);
                 let extra = [
                     ("refract.error.plugin", d.plugin.as_str()),
-                    ("refract.error.message", d.error.as_str()),
+                    ("refract.error.message", &message),
                     ("refract.source.cluster", self.source.alias.as_str()),
                     ("refract.source.topic", topic.as_str()),
                     ("refract.source.partition", partition_text.as_str()),

@@ -1,0 +1,31 @@
+//! The hostile test plugins of the sandbox tests that cargo does not build: the Python
+//! filter `plugins/testing/python/build.sh` builds, and the multi-memory WAT component compiled
+//! here. The Rust one, `hostile.wasm`, is built with the other guests (see [`super::guest`]).
+
+use std::path::{Path, PathBuf};
+
+/// The hostile Python filter (`plugins/testing/python/hostile.py`): `attack = "sleep"` or
+/// `"huge-raise"` on the record whose value is `on`.
+pub fn python() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../plugins/target/testing/hostile-python.wasm");
+    assert!(
+        path.exists(),
+        "{} is missing: run plugins/testing/python/build.sh (examples/plugins/build-all.sh does)",
+        path.display()
+    );
+    path.canonicalize().expect("canonical path")
+}
+
+/// `plugins/testing/hostile-memory/hostile-memory.wat` compiled into `dir`: a transform that
+/// grows four memories and a table without bound on the record `memory` (the table alone on
+/// `tables`) and keeps every other record.
+pub fn memory(dir: &Path) -> PathBuf {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../plugins/testing/hostile-memory/hostile-memory.wat");
+    let wasm = wat::parse_file(&source)
+        .unwrap_or_else(|e| panic!("{} does not compile: {e}", source.display()));
+    let path = dir.join("hostile-memory.wasm");
+    std::fs::write(&path, wasm).expect("write hostile-memory.wasm");
+    path
+}
