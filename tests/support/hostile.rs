@@ -29,3 +29,20 @@ pub fn memory(dir: &Path) -> PathBuf {
     std::fs::write(&path, wasm).expect("write hostile-memory.wasm");
     path
 }
+
+/// Checks a log that a `log-flood` attack (100 MiB in 64 KiB lines) went into: a bounded number
+/// of the plugin's lines (the rate limit allows a burst of 200), none longer than 1 KiB plus the
+/// log's own prefix.
+pub fn assert_log_flood_cut(log: &str) {
+    let flood: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("hostile log-flood line"))
+        .collect();
+    assert!(
+        !flood.is_empty() && flood.len() <= 300,
+        "{} plugin log lines",
+        flood.len()
+    );
+    let longest = flood.iter().map(|l| l.len()).max().unwrap_or(0);
+    assert!(longest <= (1 << 10) + 512, "a log line of {longest} bytes");
+}

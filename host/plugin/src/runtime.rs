@@ -15,7 +15,9 @@ use crate::builtin::builtin_bytes;
 use crate::cache::CompileCache;
 use crate::error::PluginError;
 use crate::guest_text::{cut_head, LogGate, LOG_LINE_CAP};
-use crate::sandbox::{link_virtual_clocks, InstanceBudget, VirtualClock, VirtualClocks};
+use crate::sandbox::{
+    link_virtual_clocks, InstanceBudget, VirtualClock, VirtualClocks, MAX_HANDLES, MAX_RANDOM_BYTES,
+};
 use crate::stderr::StderrTail;
 
 /// How often the engine's epoch advances; call deadlines are whole multiples of it.
@@ -281,6 +283,7 @@ impl PluginRuntime {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .max_random_size(MAX_RANDOM_BYTES)
             .build();
         let state = PluginState {
             wasi,
@@ -293,6 +296,7 @@ impl PluginRuntime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.budget);
+        store.set_max_component_handles(MAX_HANDLES);
         store.set_hostcall_fuel(plugin_limits.output_fuel(0));
         store.set_epoch_deadline(plugin_limits.deadline_ticks());
         store

@@ -32,6 +32,12 @@ pub const MAX_MEMORIES: usize = 4;
 /// Most tables one plugin instance may create (measured: 2 for every plugin in the repository).
 pub const MAX_TABLES: usize = 8;
 
+/// Most resource handles (streams, pollables) one plugin instance may hold at once; each is host
+/// memory the guest does not pay for in its own budget. Plugins hold a few dozen.
+pub const MAX_HANDLES: usize = 10_000;
+/// Most random bytes one `wasi:random` call may ask the host to produce.
+pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
 /// The memory budget was exhausted: the error a plugin's growth fails with, found again in the
 /// error chain to name the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
