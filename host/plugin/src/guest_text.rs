@@ -35,15 +35,6 @@ pub fn cut_head(text: &str, cap: usize) -> Cow<'_, str> {
     ))
 }
 
-/// `text`, or its last `cap` bytes (at a character boundary) marked as cut.
-pub fn cut_tail(text: &str, cap: usize) -> Cow<'_, str> {
-    let tail = tail_of(text, cap);
-    if tail.len() == text.len() {
-        return Cow::Borrowed(text);
-    }
-    Cow::Owned(format!("[{} bytes cut] …{tail}", text.len() - tail.len()))
-}
-
 /// The last `cap` bytes of `text` or fewer, starting at a character boundary.
 pub(crate) fn tail_of(text: &str, cap: usize) -> &str {
     let mut start = text.len().saturating_sub(cap);
@@ -118,8 +109,8 @@ mod tests {
         assert_eq!(cut_head("abcdef", 3), "abc… [3 bytes cut]");
         // "é" is two bytes: a cut inside it moves to the boundary before it.
         assert_eq!(cut_head("aé", 2), "a… [2 bytes cut]");
-        assert_eq!(cut_tail("abcdef", 3), "[3 bytes cut] …def");
-        assert_eq!(cut_tail("éa", 2), "[2 bytes cut] …a");
+        assert_eq!(tail_of("abcdef", 3), "def");
+        assert_eq!(tail_of("éa", 2), "a");
         let big = "x".repeat(1 << 20);
         assert!(cut_head(&big, MESSAGE_CAP).len() < MESSAGE_CAP + 32);
     }
