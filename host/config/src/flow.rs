@@ -58,12 +58,12 @@ pub mod defaults {
 
     /// `dead_letter_topic`: `refract.dlq.<source>.internal`.
     pub fn dead_letter_topic(source: &str) -> String {
-        format!("refract.dlq.{source}.internal")
+        crate::names::dead_letter_topic(source)
     }
 
     /// `mm2_offsets_topic`: `mm2-offsets.<source>.internal`, MM2's Connect offsets topic.
     pub fn mm2_offsets_topic(source: &str) -> String {
-        format!("mm2-offsets.{source}.internal")
+        crate::names::mm2_offsets_topic(source)
     }
 }
 
@@ -238,7 +238,12 @@ pub struct AclSyncSettings {
 impl Flow {
     /// `source->target`, as MirrorMaker 2 writes it.
     pub fn name(&self) -> String {
-        format!("{}->{}", self.source, self.target)
+        self.id().to_string()
+    }
+
+    /// The flow's identity (its two aliases), which formats every name the flow owns.
+    pub fn id(&self) -> crate::FlowId {
+        crate::FlowId::new(&self.source, &self.target)
     }
 }
 

@@ -8,6 +8,7 @@ mod flow;
 mod loader;
 mod mm2;
 mod model;
+pub mod names;
 mod oidc;
 mod properties;
 mod raw;
@@ -23,6 +24,7 @@ pub use flow::{
     OffsetTranslation, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
+pub use names::{FlowId, Side};
 pub use model::{ClientRole, Cluster, ClusterMode, Pipeline};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};

@@ -1,0 +1,621 @@
+//! `[[flow]]` entries built into [`Flow`]s: the topic and group filters, the MirrorMaker 2
+//! settings (offset syncs, checkpoints, heartbeats, config and ACL sync), delivery and tasks,
+//! each checked and defaulted. Split from the pipeline model, which only strings flows together.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::{Builder, Cluster};
+use crate::error::ConfigError;
+use crate::flow::{
+    defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
+    DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
+    OffsetTranslation, PluginSpec,
+};
+use crate::raw::RawFlow;
+use crate::rules::{BUILTIN_POLICIES, COMPRESSION_TYPES};
+use crate::topics::{
+    PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE,
+};
+
+impl Builder<'_> {
+    pub(super) fn flow(
+        &self,
+        i: usize,
+        raw: RawFlow,
+        clusters: &BTreeMap<String, Cluster>,
+    ) -> Result<Option<Flow>, ConfigError> {
+        let key = format!("flow[{i}]");
+        for (field, alias) in [("source", &raw.source), ("target", &raw.target)] {
+            if !clusters.contains_key(alias.get_ref()) {
+                let known: Vec<&str> = clusters.keys().map(String::as_str).collect();
+                return self.err(
+                    alias.span(),
+                    format!("{key}.{field}"),
+                    format!(
+                        "unknown cluster `{}` (defined: {})",
+                        alias.get_ref(),
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+        if raw.source.get_ref() == raw.target.get_ref() {
+            return self.err(
+                raw.target.span(),
+                format!("{key}.target"),
+                format!(
+                    "a flow cannot mirror cluster `{}` into itself",
+                    raw.source.get_ref()
+                ),
+            );
+        }
+        let include = match raw.topics {
+            Some(list) => self.patterns(&format!("{key}.topics"), list)?,
+            None => self.patterns(
+                &format!("{key}.topics"),
+                vec![Spanned::new(0..0, ".*".to_string())],
+            )?,
+        };
+        let exclude = match raw.topics_exclude {
+            Some(list) => self.patterns(&format!("{key}.topics_exclude"), list)?,
+            None => PatternList::new(
+                DEFAULT_TOPICS_EXCLUDE
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            )
+            .map_err(|(_, e)| self.loc.error(None, format!("{key}.topics_exclude"), e))?,
+        };
+        let policy = match raw.policy {
+            Some(p) => self.plugin(&format!("{key}.policy"), p, BUILTIN_POLICIES)?,
+            None => PluginSpec::builtin("builtin:default", &format!("{key}.policy")),
+        };
+        let refresh_topics_interval = self.duration(
+            &format!("{key}.refresh_topics_interval"),
+            raw.refresh_topics_interval,
+            defaults::REFRESH_TOPICS_INTERVAL,
+        )?;
+        let commit_interval = self.duration(
+            &format!("{key}.commit_interval"),
+            raw.commit_interval,
+            defaults::COMMIT_INTERVAL,
+        )?;
+        let replication_factor =
+            self.replication_factor(&format!("{key}.replication_factor"), raw.replication_factor)?;
+        let internal_replication_factor = self.replication_factor(
+            &format!("{key}.internal_replication_factor"),
+            raw.internal_replication_factor,
+        )?;
+        let groups = TopicFilter {
+            include: match raw.groups {
+                Some(list) => self.patterns(&format!("{key}.groups"), list)?,
+                None => self.defaults(&format!("{key}.groups"), defaults::GROUPS)?,
+            },
+            exclude: match raw.groups_exclude {
+                Some(list) => self.patterns(&format!("{key}.groups_exclude"), list)?,
+                None => self.defaults(&format!("{key}.groups_exclude"), DEFAULT_GROUPS_EXCLUDE)?,
+            },
+        };
+        let config_properties_exclude = match raw.config_properties_exclude {
+            Some(list) => self.patterns(&format!("{key}.config_properties_exclude"), list)?,
+            None => self.defaults(
+                &format!("{key}.config_properties_exclude"),
+                DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
+            )?,
+        };
+        let offset_syncs_location = match raw.offset_syncs_location {
+            None => OffsetSyncsLocation::Source,
+            Some(v) => match v.get_ref().as_str() {
+                "source" => OffsetSyncsLocation::Source,
+                "target" => OffsetSyncsLocation::Target,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.offset_syncs_location"),
+                        format!("unknown value `{other}` (use \"source\" or \"target\")"),
+                    )
+                }
+            },
+        };
+        let offset_translation = match raw.offset_translation {
+            None => OffsetTranslation::default(),
+            Some(v) => match v.get_ref().as_str() {
+                "mm2" => OffsetTranslation::Mm2,
+                "exact" => OffsetTranslation::Exact,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.offset_translation"),
+                        format!("unknown value `{other}` (use \"exact\" or \"mm2\")"),
+                    )
+                }
+            },
+        };
+        let use_defaults_from = match raw.use_defaults_from {
+            None => DefaultsFrom::Target,
+            Some(v) => match v.get_ref().as_str() {
+                "target" => DefaultsFrom::Target,
+                "source" => DefaultsFrom::Source,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.use_defaults_from"),
+                        format!("unknown value `{other}` (use \"target\" or \"source\")"),
+                    )
+                }
+            },
+        };
+        let offset_lag_max = match raw.offset_lag_max {
+            None => defaults::OFFSET_LAG_MAX,
+            Some(v) if *v.get_ref() >= 0 => *v.get_ref(),
+            Some(v) => {
+                return self.err(
+                    v.span(),
+                    format!("{key}.offset_lag_max"),
+                    "must be 0 or more".into(),
+                )
+            }
+        };
+        let emit_offset_syncs = raw.emit_offset_syncs.unwrap_or(defaults::EMIT_OFFSET_SYNCS);
+        let emit_checkpoints = raw.emit_checkpoints.unwrap_or(emit_offset_syncs);
+        if emit_checkpoints && !emit_offset_syncs {
+            return self.err(
+                raw.source.span(),
+                format!("{key}.emit_checkpoints"),
+                "checkpoints need offset syncs: set emit_offset_syncs = true or emit_checkpoints = false".into(),
+            );
+        }
+        let sync_group_offsets = raw
+            .sync_group_offsets
+            .unwrap_or(defaults::SYNC_GROUP_OFFSETS);
+        if sync_group_offsets && !emit_checkpoints {
+            return self.err(
+                raw.source.span(),
+                format!("{key}.sync_group_offsets"),
+                "group offset sync needs checkpoints: set emit_checkpoints = true".into(),
+            );
+        }
+        let interval = |name: &str, raw: Option<Spanned<String>>, default: Duration| {
+            self.duration(&format!("{key}.{name}"), raw, default)
+        };
+        let checkpoint_interval = interval(
+            "checkpoint_interval",
+            raw.checkpoint_interval,
+            defaults::CHECKPOINT_INTERVAL,
+        )?;
+        let refresh_groups_interval = interval(
+            "refresh_groups_interval",
+            raw.refresh_groups_interval,
+            defaults::REFRESH_GROUPS_INTERVAL,
+        )?;
+        let sync_group_offsets_interval = interval(
+            "sync_group_offsets_interval",
+            raw.sync_group_offsets_interval,
+            defaults::SYNC_GROUP_OFFSETS_INTERVAL,
+        )?;
+        let heartbeat_interval = interval(
+            "heartbeat_interval",
+            raw.heartbeat_interval,
+            defaults::HEARTBEAT_INTERVAL,
+        )?;
+        let sync_topic_configs_interval = interval(
+            "sync_topic_configs_interval",
+            raw.sync_topic_configs_interval,
+            defaults::SYNC_TOPIC_CONFIGS_INTERVAL,
+        )?;
+        let sync_topic_acls_interval = interval(
+            "sync_topic_acls_interval",
+            raw.sync_topic_acls_interval,
+            defaults::SYNC_TOPIC_ACLS_INTERVAL,
+        )?;
+        let mut processors = Vec::new();
+        for (j, p) in raw.processors.unwrap_or_default().into_iter().enumerate() {
+            processors.push(self.processor(&format!("{key}.processors[{j}]"), p)?);
+        }
+        let dead_letter_topic = match raw.dead_letter_topic {
+            Some(t) if t.get_ref().trim().is_empty() => {
+                return self.err(
+                    t.span(),
+                    format!("{key}.dead_letter_topic"),
+                    "must not be empty".into(),
+                );
+            }
+            Some(t) => t.into_inner(),
+            None => defaults::dead_letter_topic(raw.source.get_ref()),
+        };
+        let mm2_offsets_topic = match raw.mm2_offsets_topic {
+            Some(t) if t.get_ref().trim().is_empty() => {
+                return self.err(
+                    t.span(),
+                    format!("{key}.mm2_offsets_topic"),
+                    "must not be empty".into(),
+                );
+            }
+            Some(t) => t.into_inner(),
+            None => defaults::mm2_offsets_topic(raw.source.get_ref()),
+        };
+        let mode = match raw.delivery {
+            None => defaults::DELIVERY,
+            Some(v) => match v.get_ref().as_str() {
+                "at-least-once" => DeliveryMode::AtLeastOnce,
+                "exactly-once" => DeliveryMode::ExactlyOnce,
+                other => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.delivery"),
+                        format!(
+                            "unknown value `{other}` (use \"at-least-once\" or \"exactly-once\")"
+                        ),
+                    )
+                }
+            },
+        };
+        let transaction_interval = self.duration(
+            &format!("{key}.transaction_interval"),
+            raw.transaction_interval,
+            commit_interval,
+        )?;
+        let compression = match raw.compression {
+            None => None,
+            Some(c) if COMPRESSION_TYPES.contains(&c.get_ref().as_str()) => Some(c.into_inner()),
+            Some(c) => {
+                return self.err(
+                    c.span(),
+                    format!("{key}.compression"),
+                    format!(
+                    "unknown value `{}` (use \"none\", \"gzip\", \"snappy\", \"lz4\" or \"zstd\")",
+                    c.get_ref()
+                ),
+                )
+            }
+        };
+        let tasks = match raw.tasks {
+            None => defaults::TASKS,
+            Some(t) => match u32::try_from(*t.get_ref()) {
+                Ok(n) if (1..=defaults::MAX_TASKS).contains(&n) => n,
+                _ => {
+                    return self.err(
+                        t.span(),
+                        format!("{key}.tasks"),
+                        format!("must be between 1 and {}", defaults::MAX_TASKS),
+                    )
+                }
+            },
+        };
+        if raw.enabled == Some(false) {
+            return Ok(None);
+        }
+        Ok(Some(Flow {
+            tasks,
+            source: raw.source.into_inner(),
+            target: raw.target.into_inner(),
+            topics: TopicFilter { include, exclude },
+            policy,
+            processors,
+            refresh_topics_interval,
+            replication_factor,
+            internal_replication_factor,
+            provenance_header: raw.provenance_header.unwrap_or(defaults::PROVENANCE_HEADER),
+            mm2_offsets_topic,
+            delivery: DeliverySettings {
+                mode,
+                transaction_interval,
+                commit_interval,
+                compression,
+                dead_letter_topic,
+            },
+            checkpoints: CheckpointSettings {
+                enabled: emit_checkpoints,
+                groups,
+                interval: checkpoint_interval,
+                refresh_groups_interval,
+                sync_group_offsets,
+                sync_group_offsets_interval,
+            },
+            offset_syncs: OffsetSyncSettings {
+                enabled: emit_offset_syncs,
+                location: offset_syncs_location,
+                lag_max: offset_lag_max,
+                translation: offset_translation,
+            },
+            heartbeats: HeartbeatSettings {
+                enabled: raw.emit_heartbeats.unwrap_or(defaults::EMIT_HEARTBEATS),
+                interval: heartbeat_interval,
+                replication: raw
+                    .heartbeats_replication
+                    .unwrap_or(defaults::HEARTBEATS_REPLICATION),
+            },
+            config_sync: ConfigSyncSettings {
+                enabled: raw
+                    .sync_topic_configs
+                    .unwrap_or(defaults::SYNC_TOPIC_CONFIGS),
+                interval: sync_topic_configs_interval,
+                exclude: config_properties_exclude,
+                use_defaults_from,
+            },
+            acl_sync: AclSyncSettings {
+                enabled: raw.sync_topic_acls.unwrap_or(defaults::SYNC_TOPIC_ACLS),
+                interval: sync_topic_acls_interval,
+            },
+        }))
+    }
+
+    fn replication_factor(&self, key: &str, raw: Option<Spanned<i64>>) -> Result<i32, ConfigError> {
+        match raw {
+            None => Ok(defaults::REPLICATION_FACTOR),
+            Some(rf) => match i32::try_from(*rf.get_ref()) {
+                Ok(n) if n == -1 || n >= 1 => Ok(n),
+                _ => self.err(
+                    rf.span(),
+                    key.to_string(),
+                    "must be -1 (broker default) or at least 1".into(),
+                ),
+            },
+        }
+    }
+
+    fn defaults(&self, key: &str, patterns: &[&str]) -> Result<PatternList, ConfigError> {
+        PatternList::new(patterns.iter().map(|s| s.to_string()).collect())
+            .map_err(|(_, e)| self.loc.error(None, key, e))
+    }
+
+    fn patterns(&self, key: &str, list: Vec<Spanned<String>>) -> Result<PatternList, ConfigError> {
+        let spans: Vec<_> = list.iter().map(|s| s.span()).collect();
+        PatternList::new(list.into_iter().map(Spanned::into_inner).collect()).map_err(|(i, e)| {
+            let span = spans.get(i).cloned().filter(|s| !s.is_empty());
+            let first = e.lines().last().unwrap_or(&e).trim().to_string();
+            self.loc.error(
+                span,
+                format!("{key}[{i}]"),
+                format!("invalid regex: {first}"),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::model::{ClientRole, Pipeline};
+
+    const HEAD: &str = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
+
+    fn parse(body: &str) -> Result<Pipeline, ConfigError> {
+        Pipeline::parse(Path::new("p.toml"), &format!("{HEAD}{body}\n"))
+    }
+
+    #[test]
+    fn tasks_and_cluster_mode_parse_and_are_checked() {
+        let p = parse("").unwrap();
+        assert_eq!(p.flows[0].tasks, 1);
+        assert_eq!(p.cluster, None, "cluster mode is off without [cluster]");
+        assert_eq!(parse("tasks = 6").unwrap().flows[0].tasks, 6);
+        for bad in ["tasks = 0", "tasks = -1", "tasks = 1025"] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.key, "flow[0].tasks", "{bad}");
+            assert!(e.message.contains("between 1 and 1024"), "{e}");
+        }
+        let with = |cluster: &str| {
+            let text = format!("[cluster]\n{cluster}\n{HEAD}");
+            Pipeline::parse_with_env(Path::new("p.toml"), &text, &|name: &str| match name {
+                "POD" => Ok("refract-7d9f-x2".to_string()),
+                _ => Err(std::env::VarError::NotPresent),
+            })
+        };
+        let c = with("").unwrap().cluster.unwrap();
+        assert_eq!(c.instance, None);
+        assert_eq!(c.session_timeout, defaults::SESSION_TIMEOUT);
+        let c = with("instance = \"${env:POD}\"\nsession_timeout = \"6s\"")
+            .unwrap()
+            .cluster
+            .unwrap();
+        assert_eq!(c.instance.as_deref(), Some("refract-7d9f-x2"));
+        assert_eq!(c.session_timeout, Duration::from_secs(6));
+        assert_eq!(with("enabled = false").unwrap().cluster, None);
+        let cases = [
+            ("instance = \"a b\"", "cluster.instance", "`a b` may only hold"),
+            ("instance = \"\"", "cluster.instance", "is empty"),
+            ("instance = \"${env:NOPE}\"", "cluster.instance", "NOPE"),
+            ("session_timeout = \"500ms\"", "cluster.session_timeout", "between 1s and 30m"),
+            ("sessions = 3", "sessions", "unknown field `sessions`, expected one of `enabled`, `instance`, `session_timeout`"),
+        ];
+        for (text, key, says) in cases {
+            let e = with(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn mm2_defaults() {
+        let p = parse("").unwrap();
+        let f = &p.flows[0];
+        assert!(f.checkpoints.groups.should_replicate("payments-app"));
+        assert!(!f
+            .checkpoints
+            .groups
+            .should_replicate("console-consumer-123"));
+        assert!(!f.checkpoints.groups.should_replicate("connect-sink"));
+        assert!(!f.checkpoints.groups.should_replicate("__internal"));
+        assert!(f.checkpoints.enabled && f.offset_syncs.enabled && f.heartbeats.enabled);
+        assert!(!f.checkpoints.sync_group_offsets);
+        assert_eq!(f.offset_syncs.lag_max, 100);
+        assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Source);
+        assert_eq!(f.checkpoints.interval, Duration::from_secs(60));
+        assert_eq!(f.heartbeats.interval, Duration::from_secs(1));
+        assert!(f.config_sync.exclude.matches("min.insync.replicas"));
+        assert!(!f.config_sync.exclude.matches("retention.ms"));
+        assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Target);
+        assert!(f.config_sync.enabled && f.acl_sync.enabled && f.provenance_header);
+        assert_eq!(f.internal_replication_factor, -1);
+    }
+
+    /// The README's example pipeline writes every flow setting with its default value (except
+    /// where its comment says otherwise): loading it must give what an empty `[[flow]]` gives.
+    #[test]
+    fn the_readme_example_pipeline_shows_the_defaults() {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+        let block = readme
+            .split("## A pipeline\n\n```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("README has a `## A pipeline` TOML block");
+        let flow = block
+            .split("[[flow]]")
+            .nth(1)
+            .expect("the README pipeline has a [[flow]]");
+        let clusters =
+            "[clusters.primary]\nbootstrap = \"h:1\"\n[clusters.backup]\nbootstrap = \"h:2\"\n";
+        let shown = Pipeline::parse(Path::new("p.toml"), &format!("{clusters}[[flow]]{flow}"))
+            .unwrap()
+            .flows
+            .remove(0);
+        let plain = Pipeline::parse(
+            Path::new("p.toml"),
+            &format!("{clusters}[[flow]]\nsource = \"primary\"\ntarget = \"backup\"\n"),
+        )
+        .unwrap()
+        .flows
+        .remove(0);
+        assert_eq!(shown.topics.exclude, plain.topics.exclude);
+        assert_eq!(shown.refresh_topics_interval, plain.refresh_topics_interval);
+        assert_eq!(shown.replication_factor, plain.replication_factor);
+        assert_eq!(
+            shown.internal_replication_factor,
+            plain.internal_replication_factor
+        );
+        assert_eq!(shown.provenance_header, plain.provenance_header);
+        assert_eq!(shown.delivery, plain.delivery);
+        assert_eq!(shown.checkpoints, plain.checkpoints);
+        assert_eq!(shown.offset_syncs, plain.offset_syncs);
+        assert_eq!(shown.heartbeats, plain.heartbeats);
+        assert_eq!(shown.acl_sync, plain.acl_sync);
+        // config_properties_exclude is shown with one pattern, "MM2's six defaults when omitted".
+        assert_eq!(shown.config_sync.enabled, plain.config_sync.enabled);
+        assert_eq!(shown.config_sync.interval, plain.config_sync.interval);
+        assert_eq!(
+            shown.config_sync.use_defaults_from,
+            plain.config_sync.use_defaults_from
+        );
+        assert_eq!(plain.delivery.commit_interval, defaults::COMMIT_INTERVAL);
+        assert_eq!(plain.checkpoints.interval, defaults::CHECKPOINT_INTERVAL);
+    }
+
+    #[test]
+    fn delivery_mode_and_transaction_interval() {
+        let f = parse("").unwrap().flows.remove(0);
+        assert_eq!(f.delivery.mode, DeliveryMode::AtLeastOnce);
+        assert_eq!(f.delivery.transaction_interval, defaults::COMMIT_INTERVAL);
+        let f = parse("delivery = \"exactly-once\"\ncommit_interval = \"700ms\"")
+            .unwrap()
+            .flows
+            .remove(0);
+        assert_eq!(f.delivery.mode, DeliveryMode::ExactlyOnce);
+        // Unless set, a transaction lasts the flow's commit interval.
+        assert_eq!(f.delivery.transaction_interval, Duration::from_millis(700));
+        let f = parse("delivery = \"exactly-once\"\ntransaction_interval = \"100ms\"")
+            .unwrap()
+            .flows
+            .remove(0);
+        assert_eq!(f.delivery.transaction_interval, Duration::from_millis(100));
+        let e = parse("delivery = \"exactly-twice\"").unwrap_err();
+        assert_eq!(e.key, "flow[0].delivery");
+        assert!(e.message.contains("`exactly-twice`"), "{e}");
+        let e = parse("transaction_interval = \"0s\"").unwrap_err();
+        assert_eq!(e.key, "flow[0].transaction_interval");
+    }
+
+    #[test]
+    fn mm2_settings_parse_and_are_checked() {
+        let p = parse(
+            "groups = [\"app-.*\"]\ngroups_exclude = []\nsync_group_offsets = true\noffset_syncs_location = \"target\"\noffset_lag_max = 0\ncheckpoint_interval = \"1s\"\nuse_defaults_from = \"source\"\ninternal_replication_factor = 3",
+        )
+        .unwrap();
+        let f = &p.flows[0];
+        assert!(f.checkpoints.groups.should_replicate("app-1"));
+        assert!(!f.checkpoints.groups.should_replicate("other"));
+        assert!(f.checkpoints.sync_group_offsets);
+        assert_eq!(f.offset_syncs.location, OffsetSyncsLocation::Target);
+        assert_eq!(f.offset_syncs.lag_max, 0);
+        assert_eq!(f.offset_syncs.translation, OffsetTranslation::Exact);
+        assert_eq!(f.checkpoints.interval, Duration::from_secs(1));
+        assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Source);
+        assert_eq!(f.internal_replication_factor, 3);
+        let cases = [
+            (
+                "offset_syncs_location = \"middle\"",
+                "flow[0].offset_syncs_location",
+            ),
+            ("offset_lag_max = -1", "flow[0].offset_lag_max"),
+            (
+                "offset_translation = \"precise\"",
+                "flow[0].offset_translation",
+            ),
+            ("use_defaults_from = \"x\"", "flow[0].use_defaults_from"),
+            ("groups = [\"(\"]", "flow[0].groups[0]"),
+            (
+                "emit_offset_syncs = false\nemit_checkpoints = true",
+                "flow[0].emit_checkpoints",
+            ),
+            (
+                "emit_checkpoints = false\nsync_group_offsets = true",
+                "flow[0].sync_group_offsets",
+            ),
+            (
+                "internal_replication_factor = 0",
+                "flow[0].internal_replication_factor",
+            ),
+        ];
+        for (body, key) in cases {
+            let err = parse(body).unwrap_err();
+            assert_eq!(err.key, key, "{body}: {err}");
+        }
+        let with_metrics = Pipeline::parse(
+            Path::new("p.toml"),
+            &format!("[metrics]\nlisten = \"127.0.0.1:9464\"\n{HEAD}"),
+        )
+        .unwrap();
+        assert_eq!(with_metrics.metrics_listen.map(|a| a.port()), Some(9464));
+        let err = Pipeline::parse(
+            Path::new("p.toml"),
+            &format!("[metrics]\nlisten = \"localhost\"\n{HEAD}"),
+        )
+        .unwrap_err();
+        assert_eq!((err.key.as_str(), err.line), ("metrics.listen", Some(2)));
+        // Turning off offset syncs turns off checkpoints by default.
+        let p = parse("emit_offset_syncs = false").unwrap();
+        assert!(!p.flows[0].checkpoints.enabled);
+    }
+
+    #[test]
+    fn flow_compression() {
+        let p = parse("").unwrap();
+        assert_eq!(p.flows[0].delivery.compression, None);
+        for c in COMPRESSION_TYPES {
+            let p = parse(&format!("compression = \"{c}\"")).unwrap();
+            assert_eq!(p.flows[0].delivery.compression.as_deref(), Some(*c));
+        }
+        for bad in ["brotli", "ZSTD", ""] {
+            let err = parse(&format!("compression = \"{bad}\"")).unwrap_err();
+            assert_eq!(err.key, "flow[0].compression");
+            assert_eq!(err.line, Some(8));
+            assert_eq!(
+                err.message,
+                format!("unknown value `{bad}` (use \"none\", \"gzip\", \"snappy\", \"lz4\" or \"zstd\")")
+            );
+        }
+        // compression.level stays a plain producer setting.
+        let p = parse("compression = \"zstd\"\n[clusters.a.producer]\n\"compression.level\" = 6")
+            .unwrap();
+        assert_eq!(
+            p.clusters["a"].client_config(ClientRole::Producer)["compression.level"],
+            "6"
+        );
+    }
+}
