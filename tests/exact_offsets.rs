@@ -422,7 +422,7 @@ fn compacted_gaps_translate_to_the_next_surviving_record() {
 /// on the topic, and `offsets translate` says `mm2`.
 #[test]
 fn mm2_mode_checkpoints_equal_the_mm2_algorithm_on_the_same_syncs() {
-    use refract_mirror::mm2::{OffsetSync, OffsetSyncStore, Translation};
+    use refract_mm2::{OffsetSync, OffsetSyncStore, Translation};
     let a = Broker::shared("a");
     let c = Broker::shared("c");
     let topic = unique("mm2-mode");

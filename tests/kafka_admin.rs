@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use refract_mirror::mm2::{Checkpoint, OffsetSync};
+use refract_mm2::{Checkpoint, OffsetSync};
 use support::*;
 
 fn flow(topics: &[&str], extra: &str) -> String {

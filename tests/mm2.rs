@@ -10,7 +10,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use refract_mirror::mm2::{Checkpoint, Heartbeat, OffsetSync};
+use refract_mm2::{Checkpoint, Heartbeat, OffsetSync};
 use support::*;
 
 /// A consumer that starts at `offsets` on `topic` and reads to the end: the records it gets.

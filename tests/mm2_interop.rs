@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use refract_mirror::mm2::connect_offsets::default_offsets_topic;
-use refract_mirror::mm2::{Checkpoint, Mm2Positions, OffsetSync};
+use refract_mm2::connect_offsets::default_offsets_topic;
+use refract_mm2::{Checkpoint, Mm2Positions, OffsetSync};
 use support::*;
 
 /// Partitions of every test topic.

@@ -14,7 +14,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
-use refract_config::Pipeline;
+use refract_config::{FlowId, Pipeline};
 use refract_mirror::Mirror;
 use refract_plugin::BUILTIN_RENAME_WASM;
 
@@ -110,7 +110,7 @@ sync_topic_acls = false
         let routes: Vec<(String, String, String)> = status
             .iter()
             .flat_map(|(flow, s)| {
-                let target = flow.split("->").nth(1).unwrap_or_default().to_string();
+                let target = FlowId::parse(flow).map(|id| id.target).unwrap_or_default();
                 s.routes
                     .iter()
                     // The sample topics; heartbeats are mirrored too, but keep arriving.

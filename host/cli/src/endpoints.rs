@@ -75,7 +75,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "lag_unknown": s.lag_unknown,
                 "unreachable": s.unreachable.iter().map(|u| json!({
                     "cluster": u.cluster,
-                    "role": u.role,
+                    "role": u.side.as_str(),
                     "bootstrap": u.bootstrap,
                     "cause": u.cause,
                     "since_ms": u.since_ms,
@@ -190,7 +190,7 @@ mod tests {
                     state: refract_telemetry::FlowState::Degraded,
                     unreachable: vec![refract_mirror::watch::Unreachable {
                         cluster: "c".into(),
-                        role: "target",
+                        side: refract_config::Side::Target,
                         bootstrap: "h:9".into(),
                         cause: "Connection refused".into(),
                         since_ms: 1,

@@ -10,10 +10,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use refract_config::{ClientRole, Cluster, Pipeline, PluginSpec};
-use refract_mirror::clients::Authenticated;
-use refract_mirror::mm2::{latest_for_group, Checkpoint, Heartbeat};
+use refract_config::{names, ClientRole, Cluster, Pipeline, PluginSpec};
+use refract_kafka::clients::Authenticated;
 use refract_mirror::TRANSLATION_HEADER;
+use refract_mm2::{latest_for_group, Checkpoint, Heartbeat};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,12 +52,15 @@ pub struct Convert {
 
 fn client(cluster: &Cluster) -> Result<Authenticated<BaseConsumer>> {
     // The group id is needed to assign partitions; nothing is committed under it.
-    refract_mirror::clients::client_config(
+    refract_kafka::clients::client_config(
         cluster,
         ClientRole::Consumer,
-        "refract-cli",
+        names::CLI_GROUP,
         &[],
-        &[("enable.auto.commit", "false"), ("group.id", "refract-cli")],
+        &[
+            ("enable.auto.commit", "false"),
+            ("group.id", names::CLI_GROUP),
+        ],
     )
     .create()
     .with_context(|| format!("connecting to cluster {}", cluster.alias))

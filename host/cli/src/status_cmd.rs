@@ -12,7 +12,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
 
 use refract_config::{ClientRole, Pipeline};
-use refract_mirror::clients::{client_config, Authenticated};
+use refract_kafka::clients::{client_config, Authenticated};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -87,7 +87,7 @@ impl Status {
             let consumer: Authenticated<BaseConsumer> = client_config(
                 source,
                 ClientRole::Consumer,
-                "refract-status",
+                refract_config::names::STATUS_CLIENT,
                 &[],
                 &[
                     ("group.id", group.as_str()),

@@ -14,6 +14,7 @@ mod properties;
 mod raw;
 mod rules;
 mod secrets;
+mod task;
 mod topics;
 
 pub use duration::{parse_duration, parse_size};
@@ -24,11 +25,12 @@ pub use flow::{
     OffsetTranslation, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
-pub use names::{FlowId, Side};
 pub use model::{ClientRole, Cluster, ClusterMode, Pipeline};
+pub use names::{FlowId, Side};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
 pub use secrets::{is_sensitive_key, REDACTED};
+pub use task::{task_of, TaskId};
 pub use topics::{
     internal_topic_reason, PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
     DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE,

@@ -160,7 +160,7 @@ pub fn member_instance(client_id: &str) -> Option<&str> {
 
 /// The name of the topic `refract check --connect` asks the broker to validate (never created)
 /// to probe the permission to create topics: `refract-check-probe-<nonce>`.
-pub fn check_probe_topic(nonce: u64) -> String {
+pub fn check_probe_topic(nonce: u128) -> String {
     format!("{CHECK_CLIENT}-probe-{nonce:x}")
 }
 
@@ -203,7 +203,10 @@ mod tests {
 
     #[test]
     fn flow_ids_read_back() {
-        assert_eq!(FlowId::parse("us-east->eu"), Some(FlowId::new("us-east", "eu")));
+        assert_eq!(
+            FlowId::parse("us-east->eu"),
+            Some(FlowId::new("us-east", "eu"))
+        );
         assert_eq!(FlowId::parse("a"), None);
         assert_eq!(FlowId::parse("->b"), None);
         assert_eq!(FlowId::new("a", "b").alias(Side::Target), "b");

@@ -18,19 +18,19 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
-use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation, OffsetTranslation};
+use refract_config::{names, ClientRole, Cluster, Flow, OffsetSyncsLocation, OffsetTranslation};
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
-use crate::admin_ffi::commit_within;
-use crate::clients::{
+use crate::flow::{lock, set_checkpoints_failing, FlowBoard, FlowContext, SharedStatus};
+use refract_kafka::admin_ffi::commit_within;
+use refract_kafka::clients::{
     client_config, ensure_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,
 };
-use crate::flow::{lock, set_checkpoints_failing, FlowBoard, FlowContext, SharedStatus};
-use crate::groups::{list_consumer_groups, GroupState};
+use refract_kafka::groups::{list_consumer_groups, GroupState};
 use refract_telemetry::Metrics;
 
-use crate::mm2::exact::{parse_previous, PREVIOUS_HEADER};
-use crate::mm2::{
+use refract_mm2::exact::{parse_previous, PREVIOUS_HEADER};
+use refract_mm2::{
     checkpoint_topic, is_more_recent, Checkpoint, CheckpointStore, ExactHistory, OffsetSync,
     OffsetSyncStore, TopicNaming, Translation,
 };
@@ -282,7 +282,7 @@ impl CheckpointRunner {
             let consumer: Authenticated<BaseConsumer> = client_config(
                 cluster,
                 ClientRole::Consumer,
-                &format!("refract-{}-{}-groups", self.flow.source, self.flow.target),
+                &self.flow.id().groups_client(),
                 &[],
                 &[("group.id", group), ("enable.auto.commit", "false")],
             )
@@ -300,10 +300,7 @@ impl CheckpointRunner {
     }
 
     fn connect(&self, syncs_cluster: &Cluster) -> Result<Clients> {
-        let id = format!(
-            "refract-{}-{}-checkpoints",
-            self.flow.source, self.flow.target
-        );
+        let id = self.flow.id().checkpoints_client();
         let what = |c: &str, role: &str| {
             format!(
                 "flow {}: creating the {role} client for {c}",
@@ -377,10 +374,10 @@ impl CheckpointRunner {
         let reader: Authenticated<BaseConsumer> = match client_config(
             &self.target,
             ClientRole::Consumer,
-            "refract-checkpoints-reader",
+            names::CHECKPOINTS_READER_GROUP,
             &[],
             &[
-                ("group.id", "refract-checkpoints-reader"),
+                ("group.id", names::CHECKPOINTS_READER_GROUP),
                 ("enable.auto.commit", "false"),
             ],
         )
@@ -423,7 +420,7 @@ impl CheckpointRunner {
                 .into_iter()
                 .map(|g| g.id)
                 .filter(|g| {
-                    self.flow.checkpoints.groups.should_replicate(g) && !g.starts_with("refract-")
+                    self.flow.checkpoints.groups.should_replicate(g) && !names::is_refract_group(g)
                 })
                 .collect(),
         )

@@ -3,24 +3,19 @@
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
 mod acls;
-mod admin_ffi;
 mod chain;
 mod checkpoint;
-pub mod clients;
 mod clock;
-pub mod cluster;
 pub mod degraded;
 pub mod doctor;
 mod flow;
-pub mod groups;
-pub mod mm2;
-pub mod oauth;
+pub mod membership;
 mod planner;
 pub mod probe;
 mod progress;
 pub mod reload;
-mod source_queue;
 mod takeover;
+mod tasks;
 mod topic_configs;
 pub mod verify;
 pub mod watch;
@@ -40,14 +35,15 @@ use refract_telemetry::{Metrics, ReloadResult};
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::{CheckpointRunner, TRANSLATION_HEADER};
-pub use cluster::{ClusterView, Member, TaskId};
 pub use flow::{
     progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowBoard,
     FlowContext, FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
 };
+pub use flow::{ClusterView, Member};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
 pub use reload::{FlowDiff, FlowShape, NotLive, PipelineShape};
+pub use tasks::TaskId;
 
 /// A flow whose plugins are loaded and checked, ready to start.
 pub struct PreparedFlow {
@@ -122,7 +118,7 @@ struct RunningFlow {
     /// the reload planner compares.
     shape: FlowShape,
     /// Its tasks (and checkpoints) running here.
-    tasks: Arc<cluster::FlowTasks>,
+    tasks: Arc<tasks::FlowTasks>,
     /// Stops its group membership (cluster mode).
     stop: Arc<AtomicBool>,
     /// Its group membership's thread (cluster mode).
@@ -201,7 +197,7 @@ impl Mirror {
             instance: mode
                 .instance
                 .clone()
-                .unwrap_or_else(cluster::default_instance),
+                .unwrap_or_else(membership::default_instance),
             mode,
         });
         // In cluster mode every series says which process it comes from.
@@ -399,8 +395,8 @@ impl Mirror {
                 summary.push(format!("removed {name}"));
                 join(old);
                 self.metrics.remove_flow(name);
-                if let Some((source, target)) = name.split_once("->") {
-                    self.metrics.remove_flow_partitions(source, target);
+                if let Some(id) = refract_config::FlowId::parse(name) {
+                    self.metrics.remove_flow_partitions(&id.source, &id.target);
                 }
             }
         }
@@ -477,7 +473,7 @@ fn start_flow(
     let target = pipeline.clusters[&p.flow.target].clone();
     let board = FlowBoard::new(metrics.flow(&name).ok(), clustering.is_some());
     let tasks = Arc::new(
-        cluster::FlowTasks::new(
+        tasks::FlowTasks::new(
             p.flow.clone(),
             source,
             target,
@@ -504,7 +500,7 @@ fn start_flow(
                 std::thread::Builder::new()
                     .name(format!("cluster {name}"))
                     .spawn(move || {
-                        cluster::run_group(member, mode, instance, cluster_metrics, thread_stop)
+                        membership::run_group(member, mode, instance, cluster_metrics, thread_stop)
                     })
                     .with_context(|| format!("starting the group membership of flow {name}"))?,
             );

@@ -1,6 +1,6 @@
 //! Taking over a flow from a stopped MirrorMaker 2: a source partition refract has no committed
 //! position for starts where MM2 stopped, read from the Connect offsets topic MM2's worker keeps
-//! on the target (see [`crate::mm2::connect_offsets`]), instead of copying the partition again.
+//! on the target (see [`refract_mm2::connect_offsets`]), instead of copying the partition again.
 //!
 //! What MM2 wrote past its last flushed position (it flushes every `offset.flush.interval.ms`
 //! and when stopped cleanly, so only a killed MM2 leaves such records) is mirrored again; those
@@ -19,9 +19,9 @@ use tracing::{debug, info, warn};
 use refract_config::{ClientRole, Cluster, Flow, OffsetSyncsLocation};
 use refract_plugin::ReplicationPolicy;
 
-use crate::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
-use crate::mm2::connect_offsets::{duplicates_after, sync_for, Mm2Positions};
-use crate::mm2::OffsetSync;
+use refract_kafka::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
+use refract_mm2::connect_offsets::{duplicates_after, sync_for, Mm2Positions};
+use refract_mm2::OffsetSync;
 
 /// Longest a read of MM2's offsets or offset-syncs topic to its end may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -168,10 +168,7 @@ impl<'a> Mm2Takeover<'a> {
     }
 
     fn client_id(&self) -> String {
-        format!(
-            "refract-{}-{}-mm2-takeover",
-            self.flow.source, self.flow.target
-        )
+        self.flow.id().takeover_group()
     }
 }
 

@@ -11,8 +11,8 @@ use refract_config::{DefaultsFrom, Flow};
 
 use tracing::debug;
 
-use crate::admin_ffi::{incremental_alter_topic_configs, AlterError};
-use crate::clients::REQUEST_TIMEOUT;
+use refract_kafka::admin_ffi::{incremental_alter_topic_configs, AlterError};
+use refract_kafka::clients::REQUEST_TIMEOUT;
 
 /// Whether a source topic config is copied to the remote topic.
 pub fn should_copy(flow: &Flow, entry: &ConfigEntry) -> bool {

@@ -35,12 +35,12 @@ use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use sha2::{Digest, Sha256};
 
-use refract_config::{ClientRole, Cluster, Flow, PatternList, Pipeline};
+use refract_config::{names, ClientRole, Cluster, Flow, PatternList, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ReplicationPolicy};
 
-use crate::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
 use crate::planner::TopicPlanner;
 use crate::PROVENANCE_HEADER;
+use refract_kafka::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
 
 /// How often the progress callback is called while records are read.
 const PROGRESS_TICK: Duration = Duration::from_millis(200);
@@ -367,11 +367,11 @@ fn consumer(cluster: &Cluster, flow: &str) -> Result<Authenticated<BaseConsumer>
     client_config(
         cluster,
         ClientRole::Consumer,
-        "refract-verify",
+        names::VERIFY_GROUP,
         &[],
         &[
             // Partitions are assigned, never subscribed, and nothing is committed.
-            ("group.id", "refract-verify"),
+            ("group.id", names::VERIFY_GROUP),
             ("enable.auto.commit", "false"),
             ("enable.auto.offset.store", "false"),
             ("enable.partition.eof", "true"),

@@ -14,10 +14,10 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use tracing::warn;
 
-use refract_config::{ClientRole, Cluster};
+use refract_config::{ClientRole, Cluster, Side};
 
-use crate::clients::{client_config, Authenticated, Detached};
 use crate::clock::now_ms;
+use refract_kafka::clients::{client_config, Authenticated, Detached};
 
 /// Between two checks of a cluster.
 const CHECK_EVERY: Duration = Duration::from_secs(2);
@@ -33,8 +33,8 @@ pub const UNREACHABLE_AFTER: Duration = Duration::from_secs(5);
 pub struct Unreachable {
     /// Its alias.
     pub cluster: String,
-    /// `source` or `target`.
-    pub role: &'static str,
+    /// Which end of the flow it is.
+    pub side: Side,
     /// Its bootstrap servers.
     pub bootstrap: String,
     /// Why, in librdkafka's words when it gave any.
@@ -48,7 +48,10 @@ impl Unreachable {
     pub fn summary(&self) -> String {
         format!(
             "cluster {} ({}, {}) unreachable: {}",
-            self.cluster, self.role, self.bootstrap, self.cause
+            self.cluster,
+            self.side.as_str(),
+            self.bootstrap,
+            self.cause
         )
     }
 }
@@ -58,7 +61,7 @@ pub trait WatchSink: Send + Sync {
     /// The cluster stopped answering.
     fn unreachable(&self, u: Unreachable);
     /// The cluster answers again after `outage`.
-    fn reachable(&self, cluster: &str, role: &'static str, outage: Duration);
+    fn reachable(&self, cluster: &str, side: Side, outage: Duration);
 }
 
 /// Keeps librdkafka's last error of the watch's own client: the cause of an outage.
@@ -95,7 +98,7 @@ fn cause_text(error: &KafkaError, reason: &str) -> String {
 
 /// One watched cluster.
 struct Watched {
-    role: &'static str,
+    side: Side,
     cluster: Cluster,
     client: Option<Detached<Authenticated<BaseConsumer<LastError>>>>,
     /// Checks that failed in a row.
@@ -114,10 +117,10 @@ pub fn run(
     stop: &AtomicBool,
 ) {
     let now = Instant::now();
-    let mut watched: Vec<Watched> = [("source", source), ("target", target)]
+    let mut watched: Vec<Watched> = [(Side::Source, source), (Side::Target, target)]
         .into_iter()
-        .map(|(role, cluster)| Watched {
-            role,
+        .map(|(side, cluster)| Watched {
+            side,
             cluster: cluster.clone(),
             client: None,
             failures: 0,
@@ -148,7 +151,7 @@ fn check(flow: &str, w: &mut Watched, sink: &dyn WatchSink) {
             let client = client_config(
                 &w.cluster,
                 ClientRole::Admin,
-                &format!("refract-{flow}-watch"),
+                &refract_config::names::watch_client(flow),
                 &[],
                 &[],
             )
@@ -191,7 +194,7 @@ fn check(flow: &str, w: &mut Watched, sink: &dyn WatchSink) {
         Ok(()) => {
             if w.reported {
                 // The flow logs it, with the backlog, once its lag is fresh.
-                sink.reachable(&w.cluster.alias, w.role, w.last_ok.elapsed());
+                sink.reachable(&w.cluster.alias, w.side, w.last_ok.elapsed());
                 w.reported = false;
             }
             w.last_ok = Instant::now();
@@ -213,7 +216,7 @@ fn check(flow: &str, w: &mut Watched, sink: &dyn WatchSink) {
                 w.reported = true;
                 let u = Unreachable {
                     cluster: w.cluster.alias.clone(),
-                    role: w.role,
+                    side: w.side,
                     bootstrap: w.cluster.bootstrap.clone(),
                     cause,
                     since_ms: w.down_since_ms,

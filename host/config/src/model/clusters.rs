@@ -122,7 +122,7 @@ impl Cluster {
 
     /// The static OAUTHBEARER token of `[clusters.<alias>.oauthbearer] token`, resolved when
     /// the pipeline was loaded: what refract hands every client of the cluster as its token
-    /// (`rd_kafka_oauthbearer_set_token`, see refract-mirror's `oauth`).
+    /// (`rd_kafka_oauthbearer_set_token`, see refract-kafka's `oauth`).
     pub fn static_oauth_token(&self) -> Option<&str> {
         self.oauthbearer_token
             .as_ref()

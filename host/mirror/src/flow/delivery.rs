@@ -5,27 +5,32 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rdkafka::admin::AdminClient;
+// The type of the producer handle `DeliveryContext::native` holds, as rdkafka re-exports it.
+use rdkafka::bindings as rdkafka_sys;
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::consumer::BaseConsumer;
 
+use rdkafka::error::KafkaError;
 use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseProducer, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tracing::{debug, info, warn};
 
 use refract_config::{ClientRole, OffsetSyncsLocation};
+use refract_kafka::admin_ffi::commit_within;
+use refract_kafka::clients::{client_config, Authenticated, Detached};
+use refract_kafka::connect::{preflight, Cause, ConnectError};
 
-use crate::admin_ffi::commit_within;
 use crate::degraded::Reason;
 
-use crate::clients::{client_config, Authenticated, Detached};
 use crate::progress::PartitionProgress;
 use refract_telemetry::{Gauge, SourcePartitionMetrics, StatBatch};
 
-use super::slots::Slots;
+use super::forwarding::Output;
+use super::run::Run;
 use super::{lock, progress_group, FlowRunner, NO_SLOT};
 use crate::clock::now_ms;
 
@@ -115,7 +120,7 @@ pub(super) struct DeliveryContext {
     pub(super) progress: Progress,
     /// Value bytes handed to the producer and not yet acknowledged or failed.
     pub(super) inflight: Option<Gauge>,
-    /// Wall-clock ms when the flow last served delivery reports ([`poll_producer`]); delivery
+    /// Wall-clock ms when the flow last served delivery reports ([`Clients::poll_producer`]); delivery
     /// callbacks run inside that call, so it stands for "now" in them without a clock read each.
     pub(super) now_ms: AtomicI64,
     /// The target cluster's alias, for the failure a partition is marked with.
@@ -137,23 +142,9 @@ impl DeliveryContext {
         if let Some(seen) = lock(&self.fatal_seen).clone() {
             return Some(seen);
         }
-        let native = self.native.load(Ordering::Acquire);
-        if native.is_null() {
-            return None;
-        }
-        let mut buf = [0 as std::os::raw::c_char; 512];
-        // SAFETY: `native` is the handle of the producer that owns this context and is alive
-        // while its delivery reports are served; librdkafka NUL-terminates `buf`.
-        let code =
-            unsafe { rdkafka_sys::rd_kafka_fatal_error(native, buf.as_mut_ptr(), buf.len()) };
-        if code == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            return None;
-        }
-        // SAFETY: see above.
-        let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        let seen = (code.into(), text);
+        // `native` is null until the producer exists, then the handle of the producer that owns
+        // this context, alive while its delivery reports are served.
+        let seen = refract_kafka::fatal_error(self.native.load(Ordering::Acquire))?;
         *lock(&self.fatal_seen) = Some(seen.clone());
         Some(seen)
     }
@@ -219,40 +210,92 @@ impl ProducerContext for DeliveryContext {
     }
 }
 
-/// Serves the producer's delivery reports (waiting up to `timeout` for one).
-pub(super) fn poll_producer(clients: &Clients, timeout: Duration) {
-    clients
-        .producer
-        .context()
-        .now_ms
-        .store(now_ms(), Ordering::Relaxed);
-    clients.producer.poll(timeout);
-}
-
-/// Waits up to `timeout` for the target to acknowledge everything sent, serving delivery
-/// reports meanwhile.
-pub(super) fn flush_producer(
-    clients: &Clients,
-    timeout: Duration,
-) -> rdkafka::error::KafkaResult<()> {
-    let deadline = Instant::now() + timeout;
-    while clients.producer.in_flight_count() > 0 && Instant::now() < deadline {
-        poll_producer(clients, Duration::from_millis(20));
-    }
-    clients.producer.flush(Duration::ZERO)
-}
-
 /// The flow's clients. Each is closed on a thread of its own when dropped ([`Detached`]):
 /// closing a consumer waits for its group coordinator, which may never answer, and a restart or
 /// a shutdown must not wait for that.
 pub(super) struct Clients {
-    pub(super) consumer: Detached<Authenticated<BaseConsumer>>,
+    /// Shared with the run loop's queue of it (see [`super::run::Run::mirror`]).
+    pub(super) consumer: Arc<Detached<Authenticated<BaseConsumer>>>,
     pub(super) target_meta: Detached<Authenticated<BaseConsumer>>,
     pub(super) admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
     pub(super) producer: Detached<Authenticated<BaseProducer<DeliveryContext>>>,
     pub(super) source_admin: Detached<Authenticated<AdminClient<DefaultClientContext>>>,
     /// Writes offset syncs (location = source) and the reverse pair's heartbeats to the source.
     pub(super) source_producer: Option<Detached<Authenticated<BaseProducer>>>,
+}
+
+impl Clients {
+    /// Serves the producer's delivery reports (waiting up to `timeout` for one).
+    pub(super) fn poll_producer(&self, timeout: Duration) {
+        self.producer
+            .context()
+            .now_ms
+            .store(now_ms(), Ordering::Relaxed);
+        self.producer.poll(timeout);
+    }
+
+    /// Waits up to `timeout` for the target to acknowledge everything sent, serving delivery
+    /// reports meanwhile.
+    pub(super) fn flush_producer(&self, timeout: Duration) -> rdkafka::error::KafkaResult<()> {
+        let deadline = Instant::now() + timeout;
+        while self.producer.in_flight_count() > 0 && Instant::now() < deadline {
+            self.poll_producer(Duration::from_millis(20));
+        }
+        self.producer.flush(Duration::ZERO)
+    }
+
+    /// Hands one record to the producer, waiting while its queue is full.
+    pub(super) fn send(&self, token: Token, output: Output<'_>) -> Result<()> {
+        let (slot, offset) = (token.slot, token.offset);
+        let mut record: BaseRecord<'_, [u8], [u8], Token> =
+            BaseRecord::with_opaque_to(output.topic, token);
+        record.partition = output.partition;
+        record.key = output.key;
+        record.payload = output.value;
+        record.timestamp = output.timestamp;
+        record.headers = output.headers;
+        let len = record.payload.map_or(0, <[u8]>::len);
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => {
+                    if let Some(g) = &self.producer.context().inflight {
+                        g.add(len as f64);
+                    }
+                    return Ok(());
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    self.poll_producer(Duration::from_millis(1));
+                }
+                // Refused before it left (larger than the producer's message.max.bytes, an
+                // unknown partition): a failed delivery of its partition, which is paused and
+                // retried.
+                Err((KafkaError::MessageProduction(code), _)) if slot != NO_SLOT => {
+                    let mut progress = lock(&self.producer.context().progress);
+                    if let Some(p) = progress.get_mut(slot) {
+                        p.failed(offset, Reason::of_delivery(code), describe(code));
+                    }
+                    return Ok(());
+                }
+                Err((e, _)) => bail!(
+                    "producing source offset {offset} (slot {slot}) to {}: {e}",
+                    output.topic
+                ),
+            }
+        }
+    }
+
+    /// Whether librdkafka reports the producer fenced (its fatal error).
+    pub(super) fn producer_fenced(&self) -> bool {
+        self.producer.context().fatal().is_some_and(|(code, _)| {
+            matches!(
+                code,
+                RDKafkaErrorCode::ProducerFenced
+                    | RDKafkaErrorCode::InvalidProducerEpoch
+                    | RDKafkaErrorCode::Fenced
+            )
+        })
+    }
 }
 
 /// librdkafka's description of an error code (`Broker: Message size too large`).
@@ -270,15 +313,15 @@ impl FlowRunner {
         // with the cause named, instead of clients that retry silently; one that does not answer
         // yet is only reported, and librdkafka keeps trying it.
         for cluster in [&self.source, &self.target] {
-            if let Err(e) = crate::doctor::preflight(cluster) {
-                match e.downcast_ref::<crate::doctor::ConnectError>() {
+            if let Err(e) = preflight(cluster) {
+                match e.downcast_ref::<ConnectError>() {
                     Some(c)
                         if matches!(
                             c.cause,
-                            crate::doctor::Cause::Tls(_)
-                                | crate::doctor::Cause::Authentication(_)
-                                | crate::doctor::Cause::WrongProtocol(_)
-                                | crate::doctor::Cause::Config(_)
+                            Cause::Tls(_)
+                                | Cause::Authentication(_)
+                                | Cause::WrongProtocol(_)
+                                | Cause::Config(_)
                         ) =>
                     {
                         return Err(e.context(format!("flow {name}")));
@@ -377,7 +420,7 @@ impl FlowRunner {
             None
         };
         Ok(Clients {
-            consumer: Detached::new(consumer),
+            consumer: Arc::new(Detached::new(consumer)),
             target_meta: Detached::new(target_meta),
             admin: Detached::new(admin),
             producer: Detached::new(producer),
@@ -431,56 +474,49 @@ impl FlowRunner {
             .store(producer.client().native_ptr(), Ordering::Release);
         Ok(producer)
     }
+}
 
+impl Run<'_> {
     /// A producer that failed fatally (librdkafka's idempotence state is lost: the target
     /// refused a producer id, or sequence numbers broke after a target restart) can send
     /// nothing again. Its unacknowledged records have failed their partitions, which are retried
     /// from their last acknowledged position; this replaces the producer they will be retried
     /// with. Logged once per run of fatal errors.
-    pub(super) fn replace_failed_producer(
-        &self,
-        name: &str,
-        producer: &mut Detached<Authenticated<BaseProducer<DeliveryContext>>>,
-        progress: &Progress,
-        fatal_streak: &mut u32,
-    ) -> Result<()> {
+    pub(super) fn replace_failed_producer(&mut self) -> Result<()> {
+        let runner = self.runner;
+        let (name, target) = (&self.name, &runner.target.alias);
+        let producer = &mut self.clients.producer;
         let Some((code, why)) = producer.context().fatal() else {
-            if *fatal_streak > 0 && producer.context().acked_any.load(Ordering::Relaxed) {
-                info!(flow = %name, "the producer for cluster {} works again after {} fatal failures", self.target.alias, *fatal_streak);
-                *fatal_streak = 0;
+            if self.fatal_streak > 0 && producer.context().acked_any.load(Ordering::Relaxed) {
+                info!(flow = %name, "the producer for cluster {target} works again after {} fatal failures", self.fatal_streak);
+                self.fatal_streak = 0;
             }
             return Ok(());
         };
         // Serve the reports of what it still held, so every failed record reaches its partition.
         producer.context().now_ms.store(now_ms(), Ordering::Relaxed);
         producer.poll(Duration::ZERO);
-        let id = progress_group(&self.flow);
-        let fresh = Detached::new(self.producer(name, &id, progress.clone())?);
+        let id = progress_group(&runner.flow);
+        let fresh = Detached::new(runner.producer(name, &id, self.progress.clone())?);
         // The old one is closed off this thread when dropped; its records are already failed.
         drop(std::mem::replace(producer, fresh));
-        *fatal_streak += 1;
-        if *fatal_streak == 1 {
-            warn!(flow = %name, "the producer for cluster {} failed fatally ({}: {why}); replaced with a new one, the partitions it failed are retried from their last acknowledged records", self.target.alias, describe(code));
+        self.fatal_streak += 1;
+        if self.fatal_streak == 1 {
+            warn!(flow = %name, "the producer for cluster {target} failed fatally ({}: {why}); replaced with a new one, the partitions it failed are retried from their last acknowledged records", describe(code));
         } else {
-            debug!(flow = %name, "the producer for cluster {} failed fatally again ({}: {why}); replaced", self.target.alias, describe(code));
+            debug!(flow = %name, "the producer for cluster {target} failed fatally again ({}: {why}); replaced", describe(code));
         }
         Ok(())
     }
 
     /// Commits, per partition, the source offset after the last contiguously acknowledged record.
-    pub(super) fn commit(
-        &self,
-        clients: &Clients,
-        slots: &mut Slots,
-        progress: &Progress,
-        timeout: Duration,
-    ) -> Result<()> {
+    pub(super) fn commit(&mut self, timeout: Duration) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
         let mut downstream = TopicPartitionList::new();
         let mut changed = Vec::new();
         {
-            let progress = lock(progress);
-            for (i, slot) in slots.slots.iter().enumerate() {
+            let progress = lock(&self.progress);
+            for (i, slot) in self.slots.slots.iter().enumerate() {
                 let Some(next) = progress[i].committable() else {
                     continue;
                 };
@@ -503,18 +539,18 @@ impl FlowRunner {
         }
         // Target positions first: a source commit then always has a target commit at or past it,
         // so duplicates are never over-counted. Best effort: they only serve to count duplicates.
-        if let Err(e) = commit_within(&clients.target_meta, &downstream, timeout) {
-            debug!(flow = %self.flow.name(), "committing target positions: {e}");
+        if let Err(e) = commit_within(&self.clients.target_meta, &downstream, timeout) {
+            debug!(flow = %self.name, "committing target positions: {e}");
         }
-        commit_within(&clients.consumer, &tpl, timeout).map_err(|e| {
+        commit_within(&self.clients.consumer, &tpl, timeout).map_err(|e| {
             anyhow::anyhow!(
                 "committing source positions for flow {} to {}: {e}",
-                self.flow.name(),
-                self.source.alias
+                self.name,
+                self.runner.source.alias
             )
         })?;
         for (i, next) in changed {
-            slots.slots[i].committed = Some(next);
+            self.slots.slots[i].committed = Some(next);
         }
         Ok(())
     }

@@ -1,12 +1,14 @@
-//! What happens to a flow's records, each in one call that updates the status counter, the
-//! Prometheus series and, where an operator needs to see each occurrence, the log line, so the
-//! three cannot drift apart.
+//! What happens to a flow's records and partitions, each in one call that updates the status,
+//! the Prometheus series and, where an operator needs to see each occurrence, the log line, so
+//! the three cannot drift apart.
 
 use refract_telemetry::RecordEvent;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::chain::{DeadLetter, Skipped};
+use crate::degraded::{Change, Degraded};
 
+use super::slots::Slot;
 use super::{lock, FlowRunner};
 
 impl FlowRunner {
@@ -67,6 +69,65 @@ impl FlowRunner {
             if committed {
                 m.transaction_duration.observe_duration(took);
             }
+        }
+    }
+
+    /// [`FlowRunner::log_failure`] for a partition.
+    pub(super) fn report_failure(&self, slot: &Slot, change: Change) {
+        if let Some(d) = slot.health.degraded() {
+            self.log_failure(Some(slot), d, change);
+        }
+    }
+
+    /// Logs a counted failure once per transition (a failed retry at debug) and counts it in
+    /// `refract_partition_errors_total`. `slot` is `None` for the flow's own source reads.
+    pub(super) fn log_failure(&self, slot: Option<&Slot>, d: &Degraded, change: Change) {
+        let name = self.flow.name();
+        let what = slot.map_or_else(
+            || format!("source reads from {}", self.source.alias),
+            |s| format!("{}[{}]", s.topic, s.partition),
+        );
+        let at = d
+            .offset
+            .map(|o| format!(" at source offset {o}"))
+            .unwrap_or_default();
+        let reason = d.reason.as_str();
+        match change {
+            Change::Degraded => {
+                warn!(flow = %name, "{what} degraded ({reason}){at}: {}; its other partitions keep flowing, it is retried with backoff", d.error)
+            }
+            Change::ReasonChanged(old) => {
+                warn!(flow = %name, "{what} still degraded, now {reason} (was {}){at}: {}", old.as_str(), d.error)
+            }
+            Change::StillFailing => {
+                debug!(flow = %name, "{what}: retry {} failed ({reason}){at}: {}", d.retries, d.error)
+            }
+        }
+        let (topic, partition) = slot.map_or(("", None), |s| (s.topic.as_str(), Some(s.partition)));
+        if let Ok(c) = self
+            .metrics
+            .partition_errors(&name, topic, partition, reason)
+        {
+            c.inc();
+        }
+        self.set_partition_gauge(topic, partition, true);
+    }
+
+    /// Sets `refract_partition_degraded` of a partition (the flow's reads: empty topic, none).
+    pub(super) fn set_partition_gauge(&self, topic: &str, partition: Option<i32>, degraded: bool) {
+        if let Ok(g) = self
+            .metrics
+            .partition_degraded(&self.flow.name(), topic, partition)
+        {
+            g.set(if degraded { 1.0 } else { 0.0 });
+        }
+    }
+
+    /// Clears the degraded partitions of an earlier run from the status and the gauges.
+    pub(super) fn forget_degraded(&self) {
+        let old = std::mem::take(&mut lock(&self.status).degraded);
+        for d in old {
+            self.set_partition_gauge(d.topic.as_deref().unwrap_or(""), d.partition, false);
         }
     }
 }

@@ -10,21 +10,14 @@ use rdkafka::message::{Header, Headers, OwnedHeaders};
 
 use tracing::info;
 
-use crate::chain::{Chain, HeaderPair, Item};
-use crate::source_queue::{Polled, SourceMessage, SourceQueue};
+use crate::chain::{HeaderPair, Item};
+use refract_kafka::source_queue::{Polled, SourceMessage, SourceQueue};
 use refract_telemetry::RecordEvent;
 
-use anyhow::bail;
-use rdkafka::error::KafkaError;
-use rdkafka::producer::{BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
-
-use crate::degraded::Reason;
-
-use super::delivery::{describe, poll_producer, Clients, Progress, Sent, Token};
+use super::delivery::Sent;
 use super::provenance::{provenance, PROVENANCE_HEADER};
-use super::slots::Slots;
-use super::{lock, FlowRunner, MAX_POLL_BATCH, NO_SLOT};
+use super::run::Run;
+use super::{lock, MAX_POLL_BATCH};
 use crate::clock::now_ms;
 use refract_plugin::cut_head;
 
@@ -110,64 +103,21 @@ pub(super) fn owned_headers<'h: 'i, 'i>(
     out
 }
 
-/// Hands every partition's gathered acknowledgement observations to its series.
-pub(super) fn publish_stats(progress: &Progress) {
-    for tracked in lock(progress).iter_mut() {
-        tracked.publish();
-    }
-}
-
-/// Hands one record to the producer, waiting while its queue is full.
-pub(super) fn send(clients: &Clients, token: Token, output: Output<'_>) -> Result<()> {
-    let (slot, offset) = (token.slot, token.offset);
-    let mut record: BaseRecord<'_, [u8], [u8], Token> =
-        BaseRecord::with_opaque_to(output.topic, token);
-    record.partition = output.partition;
-    record.key = output.key;
-    record.payload = output.value;
-    record.timestamp = output.timestamp;
-    record.headers = output.headers;
-    let len = record.payload.map_or(0, <[u8]>::len);
-    loop {
-        match clients.producer.send(record) {
-            Ok(()) => {
-                if let Some(g) = &clients.producer.context().inflight {
-                    g.add(len as f64);
-                }
-                return Ok(());
-            }
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                record = back;
-                poll_producer(clients, Duration::from_millis(1));
-            }
-            // Refused before it left (larger than the producer's message.max.bytes, an unknown
-            // partition): a failed delivery of its partition, which is paused and retried.
-            Err((KafkaError::MessageProduction(code), _)) if slot != NO_SLOT => {
-                let mut progress = lock(&clients.producer.context().progress);
-                if let Some(p) = progress.get_mut(slot) {
-                    p.failed(offset, Reason::of_delivery(code), describe(code));
-                }
-                return Ok(());
-            }
-            Err((e, _)) => bail!(
-                "producing source offset {offset} (slot {slot}) to {}: {e}",
-                output.topic
-            ),
+impl Run<'_> {
+    /// Hands every partition's gathered acknowledgement observations to its series.
+    pub(super) fn publish_stats(&self) {
+        for tracked in lock(&self.progress).iter_mut() {
+            tracked.publish();
         }
     }
-}
 
-impl FlowRunner {
     /// Polls up to one batch from the source and hands it to the producer, through the
     /// processor chain when there is one.
-    pub(super) fn forward_batch<'c>(
-        &self,
-        clients: &'c Clients,
-        queue: &SourceQueue<'c, DefaultConsumerContext>,
-        slots: &mut Slots,
-        progress: &Progress,
-        chain: &mut Chain,
+    pub(super) fn forward_batch(
+        &mut self,
+        queue: &SourceQueue<'_, DefaultConsumerContext>,
     ) -> Result<()> {
+        let runner = self.runner;
         let mut timeout = Duration::from_millis(100);
         let mut polled = 0u64;
         let mut pending: Vec<Fetched<'_>> = Vec::new();
@@ -189,17 +139,17 @@ impl FlowRunner {
                 }
                 Some(Polled::Error(e)) => {
                     timeout = Duration::ZERO;
-                    self.read_failed(clients, slots, e)?;
+                    self.read_failed(e)?;
                     continue;
                 }
                 Some(Polled::Message(msg)) => msg,
             };
             timeout = Duration::ZERO;
-            let Some(i) = slots.find(msg.topic(), msg.partition()) else {
+            let Some(i) = self.slots.find(msg.topic(), msg.partition()) else {
                 continue;
             };
             let offset = msg.offset();
-            let slot = &mut slots.slots[i];
+            let slot = &mut self.slots.slots[i];
             if !slot.health.flowing() {
                 continue; // fetched before it was paused: read again on its retry
             }
@@ -221,17 +171,17 @@ impl FlowRunner {
             if polled % 64 == 0 {
                 // Serve delivery reports as we go, so acknowledged records leave the producer
                 // queue promptly (as a plain consume→produce loop does).
-                poll_producer(clients, Duration::ZERO);
+                self.clients.poll_producer(Duration::ZERO);
                 now = now_ms();
             }
             // Parsed once per record (the message keeps them for the chain too).
             let headers = msg.headers();
-            let stamp = if self.flow.provenance_header {
-                match provenance(headers, &self.source.alias, &self.target.alias) {
+            let stamp = if runner.flow.provenance_header {
+                match provenance(headers, &runner.source.alias, &runner.target.alias) {
                     Some(stamp) => Some(stamp),
                     None => {
                         // It came from the target: sending it back would loop.
-                        lock(progress)[i].sent(offset, 0);
+                        lock(&self.progress)[i].sent(offset, 0);
                         looped += 1;
                         continue;
                     }
@@ -239,9 +189,9 @@ impl FlowRunner {
             } else {
                 None
             };
-            if chain.is_empty() {
+            if self.chain.is_empty() {
                 {
-                    let mut p = lock(progress);
+                    let mut p = lock(&self.progress);
                     if p[i].failure().is_some() {
                         // Its partition is about to be paused and read again from the failed
                         // record: sending more now would only make duplicates.
@@ -284,7 +234,7 @@ impl FlowRunner {
                     timestamp: msg.timestamp().to_millis(),
                     headers,
                 };
-                send(clients, Sent::new(i, offset, true), output)?;
+                self.clients.send(Sent::new(i, offset, true), output)?;
                 sent += 1;
             } else {
                 // Kept as fetched: the chain reads (and usually forwards) these very bytes.
@@ -296,19 +246,19 @@ impl FlowRunner {
             }
         }
         for i in touched {
-            slots.slots[i].publish();
+            self.slots.slots[i].publish();
         }
         if polled > 0 {
-            if let Some(d) = slots.source.answered() {
-                info!(flow = %self.flow.name(), "source reads recovered ({} cleared after {} more failures); mirroring again", d.reason.as_str(), d.retries);
-                self.set_partition_gauge("", None, false);
-                self.publish_degraded(slots);
+            if let Some(d) = self.slots.source.answered() {
+                info!(flow = %self.name, "source reads recovered ({} cleared after {} more failures); mirroring again", d.reason.as_str(), d.retries);
+                runner.set_partition_gauge("", None, false);
+                self.publish_degraded();
             }
         }
-        self.count(RecordEvent::Sent, sent);
-        self.count(RecordEvent::Looped, looped);
+        runner.count(RecordEvent::Sent, sent);
+        runner.count(RecordEvent::Looped, looped);
         if !pending.is_empty() {
-            self.process(clients, slots, progress, chain, &pending)?;
+            self.process(&pending)?;
         }
         Ok(())
     }
@@ -316,14 +266,8 @@ impl FlowRunner {
     /// Runs polled records through the chain, one source partition at a time, and sends what
     /// comes out: records to their target topics, failures to the dead-letter topic. Records are
     /// handed to the chain borrowed from the fetched messages, not copied.
-    pub(super) fn process(
-        &self,
-        clients: &Clients,
-        slots: &Slots,
-        progress: &Progress,
-        chain: &mut Chain,
-        pending: &[Fetched<'_>],
-    ) -> Result<()> {
+    pub(super) fn process(&mut self, pending: &[Fetched<'_>]) -> Result<()> {
+        let runner = self.runner;
         // Indices into `pending`, per slot, in poll (= offset) order.
         let mut runs: Vec<(usize, Vec<usize>)> = Vec::new();
         for (k, f) in pending.iter().enumerate() {
@@ -333,16 +277,17 @@ impl FlowRunner {
             }
         }
         for (i, run) in runs {
-            let slot = &slots.slots[i];
+            let slot = &self.slots.slots[i];
             let (topic, partition, remote) = (&slot.topic, slot.partition, &slot.remote);
             let offsets: Vec<i64> = run.iter().map(|&k| pending[k].msg.offset()).collect();
             let stamps: Vec<Option<&str>> =
                 run.iter().map(|&k| pending[k].stamp.as_deref()).collect();
-            if lock(progress)[i].failure().is_some() {
+            if lock(&self.progress)[i].failure().is_some() {
                 continue; // read again from the failed record once its partition is retried
             }
             let items: Vec<Item<'_>> = run.iter().map(|&k| pending[k].item(remote)).collect();
-            let out = chain
+            let out = self
+                .chain
                 .run(topic, partition, items)
                 .map_err(anyhow::Error::new)?;
             // Register every output before sending any, so no acknowledgement can arrive for a
@@ -359,15 +304,15 @@ impl FlowRunner {
                 }
             }
             {
-                let mut p = lock(progress);
+                let mut p = lock(&self.progress);
                 for (offset, n) in offsets.iter().zip(&outputs) {
                     p[i].sent(*offset, *n);
                 }
             }
-            let source_partitions = slots.by_topic.get(topic).map_or(1, Vec::len) as i32;
+            let source_partitions = self.slots.by_topic.get(topic).map_or(1, Vec::len) as i32;
             for f in &out.forward {
                 if *f.topic != **remote {
-                    self.ensure_output_topic(clients, &f.topic, source_partitions)?;
+                    self.ensure_output_topic(&f.topic, source_partitions)?;
                 }
                 let primary = *f.topic == **remote && f.partition == partition;
                 let stamp = offsets
@@ -381,14 +326,13 @@ impl FlowRunner {
                     ),
                     None => owned_headers(f.headers.iter(), &[]),
                 };
-                send(
-                    clients,
+                self.clients.send(
                     Sent::new(i, f.offset, primary),
                     Output::of(f, Some(f.partition), headers),
                 )?;
             }
             if !out.dead.is_empty() {
-                self.ensure_output_topic(clients, &self.flow.delivery.dead_letter_topic, 1)?;
+                self.ensure_output_topic(&runner.flow.delivery.dead_letter_topic, 1)?;
             }
             for d in &out.dead {
                 let partition_text = partition.to_string();
@@ -399,22 +343,23 @@ impl FlowRunner {
                 let extra = [
                     ("refract.error.plugin", d.plugin.as_str()),
                     ("refract.error.message", &message),
-                    ("refract.source.cluster", self.source.alias.as_str()),
+                    ("refract.source.cluster", runner.source.alias.as_str()),
                     ("refract.source.topic", topic.as_str()),
                     ("refract.source.partition", partition_text.as_str()),
                     ("refract.source.offset", offset_text.as_str()),
                 ];
                 let mut output =
                     Output::of(&d.item, None, owned_headers(d.item.headers.iter(), &extra));
-                output.topic = &self.flow.delivery.dead_letter_topic;
-                send(clients, Sent::new(i, d.item.offset, false), output)?;
+                output.topic = &runner.flow.delivery.dead_letter_topic;
+                self.clients
+                    .send(Sent::new(i, d.item.offset, false), output)?;
             }
             // Serve delivery reports between runs, as the unprocessed path does while polling.
-            poll_producer(clients, Duration::ZERO);
-            self.count(RecordEvent::Sent, out.forward.len() as u64);
-            self.count(RecordEvent::Filtered, out.filtered);
-            self.skipped(topic, partition, &out.skipped);
-            self.dead_lettered(topic, partition, &out.dead);
+            self.clients.poll_producer(Duration::ZERO);
+            runner.count(RecordEvent::Sent, out.forward.len() as u64);
+            runner.count(RecordEvent::Filtered, out.filtered);
+            runner.skipped(topic, partition, &out.skipped);
+            runner.dead_lettered(topic, partition, &out.dead);
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! Partitions that cannot make progress: pausing, retrying with backoff, recovering, and
-//! reporting each transition once.
+//! reporting each transition once (the reports themselves are in `events`).
 
 use std::time::{Duration, Instant};
 
@@ -9,18 +9,17 @@ use rdkafka::consumer::Consumer;
 
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::TopicPartitionList;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::degraded::{Change, Degraded, Origin, Phase, Reason};
-use crate::source_queue::SourceError;
+use refract_kafka::source_queue::SourceError;
 
-use super::delivery::{Clients, Progress};
-use super::slots::{Slot, Slots};
+use super::lock;
+use super::run::Run;
 use super::status::DegradedPartition;
-use super::{lock, FlowRunner};
 use crate::clock::now_ms;
 
-/// What one round of [`FlowRunner::tend`] found for one partition.
+/// What one round of [`Run::tend`] found for one partition.
 pub(super) enum Tended {
     /// A failure counted (log once per transition, count it).
     Failed(Change),
@@ -32,18 +31,18 @@ pub(super) enum Tended {
     Recovered(Degraded),
 }
 
-impl FlowRunner {
+impl Run<'_> {
     /// Looks after the partitions' health: a delivery failure pauses its partition, a paused
     /// partition whose records are all settled is rewound to its first unacknowledged record
     /// and waits for its retry, a due retry reads it again, and a retried partition that made
     /// progress is healthy again.
-    pub(super) fn tend(&self, clients: &Clients, slots: &mut Slots, progress: &Progress) {
+    pub(super) fn tend(&mut self) {
         let now = Instant::now();
         let wall = now_ms();
         let mut found: Vec<(usize, Tended)> = Vec::new();
         {
-            let mut progress = lock(progress);
-            for (i, slot) in slots.slots.iter_mut().enumerate() {
+            let mut progress = lock(&self.progress);
+            for (i, slot) in self.slots.slots.iter_mut().enumerate() {
                 let p = &mut progress[i];
                 if let Some(f) = p.take_failure() {
                     let counted = slot.health.failed(
@@ -80,14 +79,14 @@ impl FlowRunner {
         if found.is_empty() {
             return;
         }
-        let name = self.flow.name();
+        let (runner, name) = (self.runner, &self.name);
         let mut changed = false;
         for (i, what) in found {
-            let slot = &mut slots.slots[i];
+            let slot = &mut self.slots.slots[i];
             match what {
                 Tended::Failed(change) => {
-                    self.pause(clients, slot);
-                    self.report_failure(slot, change);
+                    self.pause(i);
+                    runner.report_failure(&self.slots.slots[i], change);
                     changed = true;
                 }
                 Tended::Waiting(wait) => {
@@ -96,8 +95,8 @@ impl FlowRunner {
                 Tended::Retry => {
                     slot.health.retrying(now);
                     let mut tpl = TopicPartitionList::new();
-                    let assigned = self.add_at_position(&mut tpl, slot).and_then(|()| {
-                        clients
+                    let assigned = runner.add_at_position(&mut tpl, slot).and_then(|()| {
+                        self.clients
                             .consumer
                             .incremental_assign(&tpl)
                             .map_err(anyhow::Error::from)
@@ -117,7 +116,7 @@ impl FlowRunner {
                             );
                             slot.health.drained(now);
                             if let Some(change) = counted {
-                                self.report_failure(slot, change);
+                                runner.report_failure(slot, change);
                             }
                         }
                     }
@@ -125,129 +124,65 @@ impl FlowRunner {
                 }
                 Tended::Recovered(d) => {
                     info!(flow = %name, "{}[{}] recovered: {} cleared after {} failed retries; mirroring it again", slot.topic, slot.partition, d.reason.as_str(), d.retries);
-                    self.set_partition_gauge(&slot.topic, Some(slot.partition), false);
+                    runner.set_partition_gauge(&slot.topic, Some(slot.partition), false);
                     changed = true;
                 }
             }
         }
         if changed {
-            self.publish_degraded(slots);
+            self.publish_degraded();
         }
     }
 
     /// A consumer error: the partition it names stops being read and is retried; one that
     /// names no partition marks the flow's source reads degraded until the source answers.
-    pub(super) fn read_failed(
-        &self,
-        clients: &Clients,
-        slots: &mut Slots,
-        e: SourceError,
-    ) -> Result<()> {
-        let name = self.flow.name();
+    pub(super) fn read_failed(&mut self, e: SourceError) -> Result<()> {
+        let (runner, name) = (self.runner, &self.name);
         if e.fatal {
             bail!(
                 "flow {name}: the consumer of source cluster {} failed for good: {}",
-                self.source.alias,
+                runner.source.alias,
                 e.message
             );
         }
         let reason = Reason::of_read(e.code);
         match &e.partition {
             Some((topic, partition)) => {
-                let Some(i) = slots.find(topic, *partition) else {
+                let Some(i) = self.slots.find(topic, *partition) else {
                     debug!(flow = %name, "reading {topic}[{partition}] (not mirrored): {}", e.message);
                     return Ok(());
                 };
-                let slot = &mut slots.slots[i];
+                let slot = &mut self.slots.slots[i];
                 let offset = e.offset.or(slot.position);
                 if let Some(change) =
                     slot.health
                         .failed(Origin::Read, reason, e.message, offset, now_ms())
                 {
-                    self.pause(clients, slot);
-                    self.report_failure(slot, change);
-                    self.publish_degraded(slots);
+                    self.pause(i);
+                    runner.report_failure(&self.slots.slots[i], change);
+                    self.publish_degraded();
                 }
             }
             None => match e.code {
                 // One broker connection dropped: librdkafka reconnects on its own, and logs it.
                 RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::PartitionEOF => {
-                    debug!(flow = %name, "reading from {}: {}", self.source.alias, e.message);
+                    debug!(flow = %name, "reading from {}: {}", runner.source.alias, e.message);
                 }
                 _ => {
-                    let change = slots.source.failed(reason, e.message, now_ms());
-                    if let Some(d) = slots.source.degraded() {
-                        self.log_failure(None, d, change);
+                    let change = self.slots.source.failed(reason, e.message, now_ms());
+                    if let Some(d) = self.slots.source.degraded() {
+                        runner.log_failure(None, d, change);
                     }
-                    self.publish_degraded(slots);
+                    self.publish_degraded();
                 }
             },
         }
         Ok(())
     }
 
-    /// Stops reading a partition (it is assigned again on its retry).
-    pub(super) fn pause(&self, clients: &Clients, slot: &Slot) {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(&slot.topic, slot.partition);
-        if let Err(e) = clients.consumer.incremental_unassign(&tpl) {
-            debug!(flow = %self.flow.name(), "pausing {}[{}]: {e}", slot.topic, slot.partition);
-        }
-    }
-
-    /// [`FlowRunner::log_failure`] for a partition.
-    pub(super) fn report_failure(&self, slot: &Slot, change: Change) {
-        if let Some(d) = slot.health.degraded() {
-            self.log_failure(Some(slot), d, change);
-        }
-    }
-
-    /// Logs a counted failure once per transition (a failed retry at debug) and counts it in
-    /// `refract_partition_errors_total`. `slot` is `None` for the flow's own source reads.
-    pub(super) fn log_failure(&self, slot: Option<&Slot>, d: &Degraded, change: Change) {
-        let name = self.flow.name();
-        let what = slot.map_or_else(
-            || format!("source reads from {}", self.source.alias),
-            |s| format!("{}[{}]", s.topic, s.partition),
-        );
-        let at = d
-            .offset
-            .map(|o| format!(" at source offset {o}"))
-            .unwrap_or_default();
-        let reason = d.reason.as_str();
-        match change {
-            Change::Degraded => {
-                warn!(flow = %name, "{what} degraded ({reason}){at}: {}; its other partitions keep flowing, it is retried with backoff", d.error)
-            }
-            Change::ReasonChanged(old) => {
-                warn!(flow = %name, "{what} still degraded, now {reason} (was {}){at}: {}", old.as_str(), d.error)
-            }
-            Change::StillFailing => {
-                debug!(flow = %name, "{what}: retry {} failed ({reason}){at}: {}", d.retries, d.error)
-            }
-        }
-        let (topic, partition) = slot.map_or(("", None), |s| (s.topic.as_str(), Some(s.partition)));
-        if let Ok(c) = self
-            .metrics
-            .partition_errors(&name, topic, partition, reason)
-        {
-            c.inc();
-        }
-        self.set_partition_gauge(topic, partition, true);
-    }
-
-    /// Sets `refract_partition_degraded` of a partition (the flow's reads: empty topic, none).
-    pub(super) fn set_partition_gauge(&self, topic: &str, partition: Option<i32>, degraded: bool) {
-        if let Ok(g) = self
-            .metrics
-            .partition_degraded(&self.flow.name(), topic, partition)
-        {
-            g.set(if degraded { 1.0 } else { 0.0 });
-        }
-    }
-
     /// Publishes the degraded partitions in the status and the flow's state.
-    pub(super) fn publish_degraded(&self, slots: &Slots) {
+    pub(super) fn publish_degraded(&self) {
+        let slots = &self.slots;
         let mut list: Vec<DegradedPartition> = slots
             .source
             .degraded()
@@ -265,15 +200,17 @@ impl FlowRunner {
             .collect();
         partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         list.extend(partitions);
-        lock(&self.status).degraded = list;
-        self.refresh_state();
+        lock(&self.runner.status).degraded = list;
+        self.runner.refresh_state();
     }
 
-    /// Clears the degraded partitions of an earlier run from the status and the gauges.
-    pub(super) fn forget_degraded(&self) {
-        let old = std::mem::take(&mut lock(&self.status).degraded);
-        for d in old {
-            self.set_partition_gauge(d.topic.as_deref().unwrap_or(""), d.partition, false);
+    /// Stops reading the partition of slot `i` (it is assigned again on its retry).
+    fn pause(&self, i: usize) {
+        let slot = &self.slots.slots[i];
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&slot.topic, slot.partition);
+        if let Err(e) = self.clients.consumer.incremental_unassign(&tpl) {
+            debug!(flow = %self.name, "pausing {}[{}]: {e}", slot.topic, slot.partition);
         }
     }
 }

@@ -19,9 +19,9 @@ use refract_plugin::ReplicationPolicy;
 
 use crate::acls;
 
-use crate::clients::{ensure_topic, REQUEST_TIMEOUT};
-use crate::mm2::exact::PREVIOUS_HEADER;
-use crate::mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
+use refract_kafka::clients::{ensure_topic, REQUEST_TIMEOUT};
+use refract_mm2::exact::PREVIOUS_HEADER;
+use refract_mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 
 /// An offset sync and, from an exact writer, the upstream offset of the sync before it in its
 /// chain (`Some(None)`: the chain's first): the value of its `refract.sync.previous` header.
@@ -29,10 +29,20 @@ pub(super) type ChainedSync = (OffsetSync, Option<Option<i64>>);
 use crate::planner::TopicPlan;
 use crate::topic_configs;
 
-use super::delivery::{Clients, Progress, Sent};
-use super::slots::Slots;
+use super::delivery::{Clients, Sent};
+use super::run::Run;
 use super::{lock, FlowRunner};
 use crate::clock::now_ms;
+
+/// Which offset syncs [`Run::emit_internals`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Syncs {
+    /// Those due now.
+    Due,
+    /// All of them, delayed ones included (at a commit, before a transaction commits, and when
+    /// the run stops).
+    All,
+}
 
 /// MirrorMaker 2's side channels of a flow: offset syncs, heartbeats, and the schedule of topic
 /// config and ACL sync.
@@ -52,49 +62,46 @@ pub(super) struct Internals {
     pub(super) held_syncs: Vec<ChainedSync>,
 }
 
-impl FlowRunner {
+impl Internals {
     /// Names and creates the MM2 internal topics this flow writes: the offset-syncs topic (on the
     /// source or the target) and `heartbeats` on the target (and on the source for the reverse
     /// pair). A broker that refuses to create them only costs a warning.
-    pub(super) fn internals(
-        &self,
+    pub(super) fn create(
+        runner: &FlowRunner,
         clients: &Clients,
         policy: &mut ReplicationPolicy,
-    ) -> Result<Internals> {
-        let name = self.flow.name();
-        let sync_topic = match self.flow.offset_syncs.location {
-            OffsetSyncsLocation::Source => policy.offset_syncs_topic(&self.target.alias),
-            OffsetSyncsLocation::Target => policy.offset_syncs_topic(&self.source.alias),
+    ) -> Result<Self> {
+        let (flow, source, target) = (&runner.flow, &runner.source, &runner.target);
+        let name = flow.name();
+        let sync_topic = match flow.offset_syncs.location {
+            OffsetSyncsLocation::Source => policy.offset_syncs_topic(&target.alias),
+            OffsetSyncsLocation::Target => policy.offset_syncs_topic(&source.alias),
         }
         .with_context(|| format!("flow {name}: naming the offset-syncs topic"))?;
         let heartbeats_topic = policy
             .heartbeats_topic()
             .with_context(|| format!("flow {name}: naming the heartbeats topic"))?;
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
-        let rf = self.flow.internal_replication_factor;
+        let rf = flow.internal_replication_factor;
         type Wanted<'a> = (
             &'a BaseConsumer,
             &'a AdminClient<DefaultClientContext>,
             &'a str,
             &'a str,
         );
-        let on_source = (
-            &clients.consumer,
-            &clients.source_admin,
-            &*self.source.alias,
-        );
-        let on_target = (&clients.target_meta, &clients.admin, &*self.target.alias);
+        let on_source = (&*clients.consumer, &clients.source_admin, &*source.alias);
+        let on_target = (&clients.target_meta, &clients.admin, &*target.alias);
         let mut wanted: Vec<Wanted<'_>> = Vec::new();
-        if self.flow.offset_syncs.enabled {
-            let (meta, admin, cluster) = match self.flow.offset_syncs.location {
+        if flow.offset_syncs.enabled {
+            let (meta, admin, cluster) = match flow.offset_syncs.location {
                 OffsetSyncsLocation::Source => on_source,
                 OffsetSyncsLocation::Target => on_target,
             };
             wanted.push((meta, admin, cluster, &sync_topic));
         }
-        if self.flow.heartbeats.enabled && self.task.duties() {
+        if flow.heartbeats.enabled && runner.task.duties() {
             wanted.push((on_target.0, on_target.1, on_target.2, &heartbeats_topic));
-            if self.reverse_heartbeats() {
+            if runner.reverse_heartbeats() {
                 wanted.push((on_source.0, on_source.1, on_source.2, &heartbeats_topic));
             }
         }
@@ -103,37 +110,33 @@ impl FlowRunner {
                 warn!(flow = %name, "cannot create {topic} on {cluster}: {e:#}");
             }
         }
-        Ok(Internals {
-            writer: self.flow.offset_syncs.enabled.then(|| {
-                match self.flow.offset_syncs.translation {
-                    OffsetTranslation::Exact => {
-                        OffsetSyncWriter::exact(self.flow.offset_syncs.lag_max)
-                    }
-                    OffsetTranslation::Mm2 => OffsetSyncWriter::new(self.flow.offset_syncs.lag_max),
-                }
-            }),
+        Ok(Self {
+            writer: flow
+                .offset_syncs
+                .enabled
+                .then(|| match flow.offset_syncs.translation {
+                    OffsetTranslation::Exact => OffsetSyncWriter::exact(flow.offset_syncs.lag_max),
+                    OffsetTranslation::Mm2 => OffsetSyncWriter::new(flow.offset_syncs.lag_max),
+                }),
             sync_topic,
             heartbeats_topic,
             next_heartbeat: Instant::now(),
-            next_config_sync: Instant::now() + self.flow.config_sync.interval,
+            next_config_sync: Instant::now() + flow.config_sync.interval,
             config_sync_unsupported: false,
             next_acl_sync: Instant::now(),
-            acl_sync_off: !self.flow.acl_sync.enabled,
-            hold_syncs: self.exactly_once()
-                && self.flow.offset_syncs.location == OffsetSyncsLocation::Source,
+            acl_sync_off: !flow.acl_sync.enabled,
+            hold_syncs: runner.exactly_once()
+                && flow.offset_syncs.location == OffsetSyncsLocation::Source,
             held_syncs: Vec::new(),
         })
     }
+}
 
-    /// Writes due offset syncs (all delayed ones too when `flush`) and heartbeats.
-    pub(super) fn emit_internals(
-        &self,
-        clients: &Clients,
-        slots: &Slots,
-        progress: &Progress,
-        internals: &mut Internals,
-        flush: bool,
-    ) {
+impl Run<'_> {
+    /// Writes the offset syncs `which` says (the due ones, or all) and due heartbeats.
+    pub(super) fn emit_internals(&mut self, which: Syncs) {
+        let runner = self.runner;
+        let internals = &mut self.internals;
         if let Some(writer) = internals.writer.as_mut() {
             // A sync flagged for a partition replaces one still pending there, so pending syncs
             // are collected after every update: a burst of acknowledgements must not collapse
@@ -149,38 +152,41 @@ impl FlowRunner {
                 );
             };
             {
-                let mut progress = lock(progress);
-                for (i, slot) in slots.slots.iter().enumerate() {
+                let mut progress = lock(&self.progress);
+                for (i, slot) in self.slots.slots.iter().enumerate() {
                     for (up, down) in progress[i].take_completed() {
                         writer.update(&slot.topic, slot.partition, up, down);
                         take(writer);
                     }
                 }
             }
-            if flush {
+            if which == Syncs::All {
                 writer.promote_delayed();
                 take(writer);
             }
             if internals.hold_syncs {
                 internals.held_syncs.extend(syncs);
             } else if !syncs.is_empty() {
-                let sent = syncs
-                    .iter()
-                    .filter(|sync| self.send_sync(clients, &internals.sync_topic, sync))
-                    .count();
-                lock(&self.status).offset_syncs += sent as u64;
+                let sent = syncs.iter().filter(|sync| self.send_sync(sync)).count();
+                lock(&runner.status).offset_syncs += sent as u64;
             }
         }
+        self.emit_heartbeats();
+    }
+
+    /// Writes the flow's heartbeats (and the reverse pair's) when due.
+    fn emit_heartbeats(&mut self) {
+        let (runner, internals, clients) = (self.runner, &mut self.internals, &self.clients);
         // Heartbeats are a once-per-flow duty: task 0's.
-        if self.flow.heartbeats.enabled
-            && self.task.duties()
+        if runner.flow.heartbeats.enabled
+            && runner.task.duties()
             && Instant::now() >= internals.next_heartbeat
         {
-            internals.next_heartbeat = Instant::now() + self.flow.heartbeats.interval;
+            internals.next_heartbeat = Instant::now() + runner.flow.heartbeats.interval;
             let now = now_ms();
             let forward = Heartbeat {
-                source_alias: self.source.alias.clone(),
-                target_alias: self.target.alias.clone(),
+                source_alias: runner.source.alias.clone(),
+                target_alias: runner.target.alias.clone(),
                 timestamp: now,
             };
             if let (Ok(key), Ok(value)) = (forward.key_bytes(), forward.value_bytes()) {
@@ -191,14 +197,14 @@ impl FlowRunner {
                         .payload(&value)
                         .timestamp(now);
                 match clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
-                    Ok(()) => lock(&self.status).heartbeats += 1,
-                    Err((e, _)) => debug!(flow = %self.flow.name(), "heartbeat not sent: {e}"),
+                    Ok(()) => lock(&runner.status).heartbeats += 1,
+                    Err((e, _)) => debug!(flow = %self.name, "heartbeat not sent: {e}"),
                 }
             }
-            if self.reverse_heartbeats() {
+            if runner.reverse_heartbeats() {
                 let reverse = Heartbeat {
-                    source_alias: self.target.alias.clone(),
-                    target_alias: self.source.alias.clone(),
+                    source_alias: runner.target.alias.clone(),
+                    target_alias: runner.source.alias.clone(),
                     timestamp: now,
                 };
                 if let (Some(p), Ok(key), Ok(value)) = (
@@ -212,7 +218,7 @@ impl FlowRunner {
                         .payload(&value)
                         .timestamp(now);
                     if let Err((e, _)) = p.send::<Vec<u8>, Vec<u8>>(record) {
-                        debug!(flow = %self.flow.name(), "reverse heartbeat not sent: {e}");
+                        debug!(flow = %self.name, "reverse heartbeat not sent: {e}");
                     }
                     p.poll(Duration::ZERO);
                 }
@@ -222,10 +228,11 @@ impl FlowRunner {
 
     /// Writes one offset sync to partition 0 of the offset-syncs topic; an exact writer's sync
     /// carries its chain link in the `refract.sync.previous` header (MM2 ignores headers).
-    pub(super) fn send_sync(&self, clients: &Clients, topic: &str, chained: &ChainedSync) -> bool {
+    pub(super) fn send_sync(&self, chained: &ChainedSync) -> bool {
         let (sync, previous) = chained;
+        let (clients, topic) = (&self.clients, self.internals.sync_topic.as_str());
         let (Ok(key), Ok(value)) = (sync.key_bytes(), sync.value_bytes()) else {
-            warn!(flow = %self.flow.name(), "offset sync for {}[{}] cannot be encoded", sync.topic, sync.partition);
+            warn!(flow = %self.name, "offset sync for {}[{}] cannot be encoded", sync.topic, sync.partition);
             return false;
         };
         let link = previous.map(|p| p.map(|u| u.to_string()).unwrap_or_default());
@@ -235,7 +242,10 @@ impl FlowRunner {
                 value: Some(link.as_bytes()),
             })
         });
-        let result = match (self.flow.offset_syncs.location, &clients.source_producer) {
+        let result = match (
+            self.runner.flow.offset_syncs.location,
+            &clients.source_producer,
+        ) {
             (OffsetSyncsLocation::Source, Some(p)) => {
                 let mut record = BaseRecord::to(topic).partition(0).key(&key).payload(&value);
                 if let Some(h) = headers {
@@ -259,71 +269,65 @@ impl FlowRunner {
         match result {
             Ok(()) => true,
             Err(e) => {
-                debug!(flow = %self.flow.name(), "offset sync for {}[{}] not sent: {e}", sync.topic, sync.partition);
+                debug!(flow = %self.name, "offset sync for {}[{}] not sent: {e}", sync.topic, sync.partition);
                 false
             }
         }
     }
 
     /// The configs a new remote topic of `source_topic` is created with.
-    pub(super) fn remote_topic_configs(
-        &self,
-        clients: &Clients,
-        source_topic: &str,
-    ) -> Vec<(String, String)> {
-        if !self.flow.config_sync.enabled {
+    pub(super) fn remote_topic_configs(&self, source_topic: &str) -> Vec<(String, String)> {
+        let flow = &self.runner.flow;
+        if !flow.config_sync.enabled {
             return Vec::new();
         }
-        match topic_configs::wanted(&self.flow, &clients.source_admin, source_topic) {
+        match topic_configs::wanted(flow, &self.clients.source_admin, source_topic) {
             Ok(configs) => configs,
             Err(e) => {
-                warn!(flow = %self.flow.name(), "cannot read the configs of {source_topic} on {}; creating its remote topic with the target's defaults: {e:#}", self.source.alias);
+                warn!(flow = %self.name, "cannot read the configs of {source_topic} on {}; creating its remote topic with the target's defaults: {e:#}", self.runner.source.alias);
                 Vec::new()
             }
         }
     }
 
     /// Re-applies the source topics' configs to their existing remote topics.
-    pub(super) fn sync_configs(
-        &self,
-        clients: &Clients,
-        plan: &TopicPlan,
-        internals: &mut Internals,
-    ) {
-        internals.next_config_sync = Instant::now() + self.flow.config_sync.interval;
-        if !self.flow.config_sync.enabled || internals.config_sync_unsupported {
+    pub(super) fn sync_configs(&mut self, plan: &TopicPlan) {
+        let (flow, name, clients) = (&self.runner.flow, &self.name, &self.clients);
+        let internals = &mut self.internals;
+        internals.next_config_sync = Instant::now() + flow.config_sync.interval;
+        if !flow.config_sync.enabled || internals.config_sync_unsupported {
             return;
         }
         for route in &plan.routes {
             let wanted =
-                match topic_configs::wanted(&self.flow, &clients.source_admin, &route.source_topic)
-                {
+                match topic_configs::wanted(flow, &clients.source_admin, &route.source_topic) {
                     Ok(w) => w,
                     Err(e) => {
-                        debug!(flow = %self.flow.name(), "config sync: {e:#}");
+                        debug!(flow = %name, "config sync: {e:#}");
                         continue;
                     }
                 };
-            match topic_configs::resync(&self.flow, &clients.admin, &route.remote_topic, &wanted) {
+            match topic_configs::resync(flow, &clients.admin, &route.remote_topic, &wanted) {
                 Ok(true) => {
-                    info!(flow = %self.flow.name(), "synced the configs of {} from {}", route.remote_topic, route.source_topic)
+                    info!(flow = %name, "synced the configs of {} from {}", route.remote_topic, route.source_topic)
                 }
                 Ok(false) => {}
                 Err(e) if format!("{e:#}").contains("not supported") => {
-                    warn!(flow = %self.flow.name(), "{} cannot alter topic configs; remote topics keep the configs they were created with: {e:#}", self.target.alias);
+                    warn!(flow = %name, "{} cannot alter topic configs; remote topics keep the configs they were created with: {e:#}", self.runner.target.alias);
                     internals.config_sync_unsupported = true;
                     return;
                 }
                 Err(e) => {
-                    warn!(flow = %self.flow.name(), "config sync of {}: {e:#}", route.remote_topic)
+                    warn!(flow = %name, "config sync of {}: {e:#}", route.remote_topic)
                 }
             }
         }
     }
 
     /// Copies the literal topic ACLs of mirrored topics to their remote topics (MM2's rules).
-    pub(super) fn sync_acls(&self, clients: &Clients, plan: &TopicPlan, internals: &mut Internals) {
-        internals.next_acl_sync = Instant::now() + self.flow.acl_sync.interval;
+    pub(super) fn sync_acls(&mut self, plan: &TopicPlan) {
+        let (runner, name, clients) = (self.runner, &self.name, &self.clients);
+        self.internals.next_acl_sync = Instant::now() + runner.flow.acl_sync.interval;
         let routes: HashMap<&str, &str> = plan
             .routes
             .iter()
@@ -336,15 +340,15 @@ impl FlowRunner {
             REQUEST_TIMEOUT,
         );
         match result {
-            Ok(0) => debug!(flow = %self.flow.name(), "ACL sync: no topic ACLs to copy"),
+            Ok(0) => debug!(flow = %name, "ACL sync: no topic ACLs to copy"),
             Ok(n) => {
-                info!(flow = %self.flow.name(), "ACL sync: {n} topic ACL(s) on {}", self.target.alias)
+                info!(flow = %name, "ACL sync: {n} topic ACL(s) on {}", runner.target.alias)
             }
             Err(acls::AclError::NoAuthorizer(e)) => {
-                info!(flow = %self.flow.name(), "ACL sync off: {} or {} has no authorizer ({e})", self.source.alias, self.target.alias);
-                internals.acl_sync_off = true;
+                info!(flow = %name, "ACL sync off: {} or {} has no authorizer ({e})", runner.source.alias, runner.target.alias);
+                self.internals.acl_sync_off = true;
             }
-            Err(e) => warn!(flow = %self.flow.name(), "ACL sync: {e}"),
+            Err(e) => warn!(flow = %name, "ACL sync: {e}"),
         }
     }
 }

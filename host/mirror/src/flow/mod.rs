@@ -1,5 +1,11 @@
 //! One running flow: source consumer → policy → target producer, with the source position
 //! committed only up to what the target has acknowledged.
+//!
+//! A [`FlowRunner`] runs one task of a flow and keeps what outlives a run: the settings, the
+//! plugins, the stop flag, the status and the series. Each run (from connecting to draining, a
+//! restart starts a new one) is a `run::Run`, which owns the clients, the partitions and their
+//! progress, the MM2 side channels and the delivery mode; the other files of this module are its
+//! parts.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,21 +13,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rdkafka::{Offset, TopicPartitionList};
 
-use rdkafka::producer::Producer;
-
-use tracing::{debug, info, warn};
-
-use refract_config::{ClientRole, Cluster, Flow, OnError};
-use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin, ReplicationPolicy};
+use refract_config::{ClientRole, Cluster, DeliveryMode, Flow, OnError, Side};
+use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin};
+use refract_telemetry::{FlowMetrics, Metrics};
 
 use crate::chain::Chain;
-use crate::cluster::TaskId;
-use crate::source_queue::SourceQueue;
-
-use crate::clients::REQUEST_TIMEOUT;
-use crate::planner::{TopicPlan, TopicPlanner};
-use refract_telemetry::{FlowMetrics, FlowState, Metrics};
+use crate::tasks::TaskId;
 
 mod board;
 mod delivery;
@@ -30,20 +29,20 @@ mod events;
 mod forwarding;
 mod health;
 mod internals;
+mod members;
 mod provenance;
+mod run;
 mod slots;
 mod status;
 mod transactions;
 
 pub use board::FlowBoard;
-use delivery::{flush_producer, poll_producer, Clients, Progress};
-use forwarding::publish_stats;
-use internals::Internals;
+pub use members::{ClusterView, Member};
 pub use provenance::*;
-use slots::Slots;
+use run::Run;
+use slots::Slot;
 pub use status::*;
 pub use transactions::Fenced;
-use transactions::Transactions;
 
 /// Token slot of records that belong to no source partition (heartbeats, offset syncs on the
 /// target): their delivery reports are ignored.
@@ -73,7 +72,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The consumer group on the source under which a flow commits its progress.
 pub fn progress_group(flow: &Flow) -> String {
-    format!("refract-{}-{}", flow.source, flow.target)
+    flow.id().progress_group()
 }
 
 /// What a thread of one flow (a task, its checkpoints) starts from: the flow's settings, its
@@ -96,11 +95,7 @@ pub struct FlowContext {
 /// that runs the task, so the newest fences the others: `refract-<source>-<target>` for a flow
 /// of one task, `refract-<source>-<target>-<task>` when it has several.
 pub fn transactional_id(flow: &Flow, task: TaskId) -> String {
-    if task.count <= 1 {
-        format!("refract-{}-{}", flow.source, flow.target)
-    } else {
-        format!("refract-{}-{}-{}", flow.source, flow.target, task.index)
-    }
+    flow.id().transactional_id(task.index, task.count)
 }
 
 /// A flow's plugins: its policy and its processors in order.
@@ -232,238 +227,30 @@ impl FlowRunner {
 
     /// Runs until stopped (Ok) or until something fails that needs a fresh start (Err).
     pub fn run(&self) -> Result<()> {
-        let name = self.flow.name();
-        let progress = Arc::new(Mutex::new(Vec::new()));
-        let mut clients = self.connect(&name, progress.clone())?;
-        let mut txn = if self.exactly_once() {
-            Some(self.start_transactions(&clients)?)
-        } else {
-            None
-        };
-        let result = self.mirror(&name, &mut clients, &progress, &mut txn);
-        match (result, &txn) {
-            (Err(e), Some(_)) if self.abort_transaction(&clients, &e) => {
-                Err(anyhow::Error::new(self.fenced()).context(format!("{e:#}")))
-            }
-            (result, _) => result,
-        }
+        let mut run = Run::start(self)?;
+        run.mirror().map_err(|e| run.failed(e))
     }
 
-    /// The run loop: discover, forward, commit, until stopped; then drain.
-    fn mirror(
-        &self,
-        name: &str,
-        clients: &mut Clients,
-        progress: &Progress,
-        txn: &mut Option<Transactions>,
-    ) -> Result<()> {
-        let name = name.to_string();
-        let progress = progress.clone();
-        let mut fatal_streak = 0u32;
-        let mut commit_failures = 0u32;
-        let queue = SourceQueue::new(&clients.consumer)
-            .with_context(|| format!("flow {name}: the source consumer has no queue"))?;
-        // A fresh start reads every partition again: earlier degraded marks no longer hold.
-        self.forget_degraded();
-        self.set_state(FlowState::Running);
-        self.refresh_state();
-        if let Some(set) = lock(&self.pending_swap).take() {
-            *lock(&self.plugins) = set;
-        }
-        let (mut policy, mut chain) = {
-            let set = lock(&self.plugins);
-            (
-                ReplicationPolicy::new(set.policy.clone()),
-                self.chain_of(&set),
-            )
-        };
-        let planner = TopicPlanner::new(&self.flow);
-        let mut slots = Slots::default();
-        let mut last_plan = TopicPlan::default();
-        let mut next_discovery = Instant::now();
-        let mut next_commit = Instant::now() + self.flow.delivery.commit_interval;
-        let mut next_stats = Instant::now() + STATS_INTERVAL;
-        let mut internals = self.internals(clients, &mut policy)?;
-
-        while !self.stop.load(Ordering::Relaxed) {
-            if let Some(set) = lock(&self.pending_swap).take() {
-                policy = ReplicationPolicy::new(set.policy.clone());
-                chain = self.chain_of(&set);
-                let names: Vec<String> = std::iter::once(set.policy.name().to_string())
-                    .chain(set.processors.iter().map(|(p, _)| p.name().to_string()))
-                    .collect();
-                let positions: Vec<String> = slots
-                    .slots
-                    .iter()
-                    .filter_map(|s| {
-                        s.position
-                            .map(|p| format!("{}[{}]@{p}", s.topic, s.partition))
-                    })
-                    .collect();
-                info!(flow = %name, "swapped in plugins {} before source offsets {}", names.join(", "), positions.join(" "));
-                *lock(&self.plugins) = set;
-                lock(&self.status).plugin_swaps += 1;
-            }
-            if Instant::now() >= next_discovery {
-                match self.discover(
-                    clients,
-                    &mut policy,
-                    &planner,
-                    &mut slots,
-                    &progress,
-                    &last_plan,
-                ) {
-                    Ok(plan) => {
-                        // The source answered: a failure of its reads is over.
-                        if let Some(d) = slots.source.answered() {
-                            info!(flow = %name, "source reads recovered ({} cleared after {} more failures); mirroring again", d.reason.as_str(), d.retries);
-                            self.set_partition_gauge("", None, false);
-                            self.publish_degraded(&slots);
-                        }
-                        // Config and ACL sync are once-per-flow duties: task 0's.
-                        if self.task.duties() && Instant::now() >= internals.next_config_sync {
-                            self.sync_configs(clients, &plan, &mut internals);
-                        }
-                        if self.task.duties()
-                            && !internals.acl_sync_off
-                            && Instant::now() >= internals.next_acl_sync
-                        {
-                            self.sync_acls(clients, &plan, &mut internals);
-                        }
-                        last_plan = plan
-                    }
-                    // Reported once by the watch when a cluster does not answer.
-                    Err(e) if self.unreachable("source") || self.unreachable("target") => {
-                        debug!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
-                    }
-                    Err(e) => {
-                        warn!(flow = %name, "topic discovery failed, retrying in {:?}: {e:#}", self.flow.refresh_topics_interval)
-                    }
-                }
-                // A task waiting for task 0 to create a remote topic looks again soon.
-                next_discovery = Instant::now()
-                    + if slots.awaiting_remote {
-                        AWAIT_REMOTE_INTERVAL.min(self.flow.refresh_topics_interval)
-                    } else {
-                        self.flow.refresh_topics_interval
-                    };
-            }
-            self.forward_batch(clients, &queue, &mut slots, &progress, &mut chain)?;
-            poll_producer(clients, Duration::ZERO);
-            if let Some(t) = txn.as_mut() {
-                // Any failed record fails the whole transaction: abort, start over from the
-                // last committed positions (never a partition retried inside a transaction).
-                self.transaction_failure(clients, &progress)?;
-                if Instant::now() >= t.due {
-                    self.commit_transaction(
-                        clients,
-                        &mut slots,
-                        &progress,
-                        &mut internals,
-                        t,
-                        REQUEST_TIMEOUT,
-                        false,
-                    )?;
-                }
-            } else {
-                self.replace_failed_producer(
-                    &name,
-                    &mut clients.producer,
-                    &progress,
-                    &mut fatal_streak,
-                )?;
-            }
-            if Instant::now() >= next_stats {
-                publish_stats(&progress);
-                next_stats = Instant::now() + STATS_INTERVAL;
-            }
-            self.emit_internals(clients, &slots, &progress, &mut internals, false);
-            // A partition whose delivery failed is paused and retried on its own; the flow
-            // and its other partitions go on.
-            self.tend(clients, &mut slots, &progress);
-            if Instant::now() >= next_commit {
-                self.update_lag(clients, &slots, &progress);
-                self.emit_internals(clients, &slots, &progress, &mut internals, true);
-                // A source that does not answer cannot take commits; positions wait (nothing is
-                // lost) instead of a request that blocks the flow until it times out. Under
-                // exactly-once the source group is committed after each transaction only.
-                if !self.unreachable("source") && txn.is_none() {
-                    match self.commit(clients, &mut slots, &progress, REQUEST_TIMEOUT) {
-                        Ok(()) if commit_failures > 0 => {
-                            info!(flow = %name, "committing source positions to cluster {} works again after {commit_failures} failed attempts", self.source.alias);
-                            commit_failures = 0;
-                        }
-                        Ok(()) => {}
-                        Err(e) => {
-                            commit_failures += 1;
-                            if commit_failures == 1 {
-                                warn!(flow = %name, "{e:#}; the positions stay uncommitted and are retried every commit interval (nothing is lost: after a crash the records since the last commit would be mirrored again)");
-                            } else {
-                                debug!(flow = %name, "commit attempt {commit_failures} failed: {e:#}");
-                            }
-                        }
-                    }
-                }
-                next_commit = Instant::now() + self.flow.delivery.commit_interval;
-            }
-        }
-        self.drain(&name, clients, &mut slots, &progress, &mut internals, txn);
-        self.set_state(FlowState::Stopped);
-        info!(flow = %name, "stopped");
-        Ok(())
-    }
-
-    /// Shutdown: waits (within the drain timeout) for the target to acknowledge what was sent,
-    /// commits what was acknowledged, and says in one line what could not be done. Never longer
-    /// than the drain timeout plus one request; closing the clients happens off this thread.
-    fn drain(
-        &self,
-        name: &str,
-        clients: &Clients,
-        slots: &mut Slots,
-        progress: &Progress,
-        internals: &mut Internals,
-        txn: &mut Option<Transactions>,
-    ) {
-        let deadline = Instant::now() + self.drain;
-        let left = || deadline.saturating_duration_since(Instant::now());
-        if let Some(t) = txn.as_mut() {
-            info!(flow = %name, "stopping: committing the open transaction on cluster {} (up to {:?})", self.target.alias, self.drain);
-            let committed = self.transaction_failure(clients, progress).and_then(|()| {
-                self.commit_transaction(clients, slots, progress, internals, t, left(), true)
-            });
-            if let Err(e) = committed {
-                warn!(flow = %name, "{e:#}; the records since the last committed transaction will be mirrored again on the next start (read_committed consumers see them once)");
-                self.abort_transaction(clients, &e);
-            }
-            if let Some(p) = &clients.source_producer {
-                let _ = p.flush(left().min(Duration::from_secs(5)));
-            }
-            *txn = None;
-            return;
-        }
-        info!(flow = %name, "stopping: waiting up to {:?} for cluster {} to acknowledge in-flight records", self.drain, self.target.alias);
-        if flush_producer(clients, left()).is_err() || clients.producer.in_flight_count() > 0 {
-            warn!(flow = %name, "{} records were not acknowledged by cluster {} within the drain timeout ({:?}); they are not committed and will be mirrored again on the next start", clients.producer.in_flight_count(), self.target.alias, self.drain);
-        }
-        poll_producer(clients, Duration::ZERO);
-        publish_stats(progress);
-        self.emit_internals(clients, slots, progress, internals, true);
-        if let Some(p) = &clients.source_producer {
-            let _ = p.flush(left().min(Duration::from_secs(5)));
-        }
-        let budget = left().max(Duration::from_secs(1)).min(REQUEST_TIMEOUT);
-        if let Err(e) = self.commit(clients, slots, progress, budget) {
-            warn!(flow = %name, "{e:#}; the records mirrored since the last commit will be mirrored again on the next start");
-        }
-    }
-
-    /// Whether the watch reports the flow's `role` cluster (`source`, `target`) unreachable.
-    fn unreachable(&self, role: &str) -> bool {
+    /// Whether the watch reports the flow's `side` cluster unreachable.
+    fn unreachable(&self, side: Side) -> bool {
         lock(&self.status)
             .unreachable
             .iter()
-            .any(|u| u.role == role)
+            .any(|u| u.side == side)
+    }
+
+    /// Whether the flow runs exactly-once.
+    fn exactly_once(&self) -> bool {
+        self.flow.delivery.mode == DeliveryMode::ExactlyOnce
+    }
+
+    /// The error for a fenced producer.
+    fn fenced(&self) -> Fenced {
+        Fenced {
+            flow: self.flow.name(),
+            id: transactional_id(&self.flow, self.task),
+            cluster: self.target.alias.clone(),
+        }
     }
 
     /// Whether a partition with no committed position is read from its beginning.
@@ -473,5 +260,19 @@ impl FlowRunner {
             reset.get("auto.offset.reset").map(String::as_str),
             None | Some("earliest" | "smallest" | "beginning")
         )
+    }
+
+    /// Adds a partition to `tpl` at the position it is read from next.
+    fn add_at_position(&self, tpl: &mut TopicPartitionList, s: &Slot) -> Result<()> {
+        // With no committed position, start where auto.offset.reset says, explicitly:
+        // leaving it to librdkafka costs another committed-offset lookup per partition.
+        let fresh = if self.starts_from_earliest() {
+            Offset::Beginning
+        } else {
+            Offset::End
+        };
+        let offset = s.position.map_or(fresh, Offset::Offset);
+        tpl.add_partition_offset(&s.topic, s.partition, offset)
+            .with_context(|| format!("assigning {}[{}]", s.topic, s.partition))
     }
 }

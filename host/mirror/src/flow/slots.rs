@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::BaseConsumer;
 
 use refract_telemetry::{SourcePartitionMetrics, StatBatch};
 
@@ -25,7 +25,7 @@ pub(super) struct Slot {
     pub(super) age: StatBatch,
     /// Whether it is degraded, and where it is in its retry cycle.
     pub(super) health: PartitionHealth,
-    /// Whether a record of it was read since the last `FlowRunner::tend`.
+    /// Whether a record of it was read since the last `Run::tend`.
     pub(super) read: bool,
 }
 
@@ -68,18 +68,5 @@ pub(super) fn cached_high_watermark(
     topic: &str,
     partition: i32,
 ) -> Option<i64> {
-    let topic = std::ffi::CString::new(topic).ok()?;
-    let (mut low, mut high) = (-1i64, -1i64);
-    // SAFETY: the consumer is alive for the call; the out-pointers are valid locals.
-    let err = unsafe {
-        rdkafka_sys::rd_kafka_get_watermark_offsets(
-            consumer.client().native_ptr(),
-            topic.as_ptr(),
-            partition,
-            &mut low,
-            &mut high,
-        )
-    };
-    (err == rdkafka_sys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
-        .then_some(high)
+    refract_kafka::cached_high_watermark(consumer, topic, partition)
 }

@@ -9,13 +9,15 @@ use rdkafka::consumer::Consumer;
 
 use tracing::{debug, info, warn};
 
+use refract_config::Side;
+
 use crate::degraded::Degraded;
 
 use refract_telemetry::{FlowState, RecordEvent};
 
 use super::board::FlowBoard;
-use super::delivery::{Clients, Progress};
-use super::slots::{cached_high_watermark, Slot, Slots};
+use super::run::Run;
+use super::slots::{cached_high_watermark, Slot};
 use super::{lock, FlowRunner, STALL_AFTER};
 
 /// What a running flow has done, shared with whoever started it.
@@ -74,7 +76,7 @@ pub struct FlowStatus {
     /// Why the flow's checkpoints (and group offset sync) fail, while they are restarted.
     pub checkpoints_failing: Option<String>,
     /// Clusters that answer again after an outage, not yet reported with their backlog.
-    pub recovered: Vec<(String, &'static str, Duration)>,
+    pub recovered: Vec<(String, Side, Duration)>,
     /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
     pub halted: Option<String>,
     /// The last failure, if any.
@@ -84,7 +86,7 @@ pub struct FlowStatus {
     /// The source partitions (`topic[partition]`) this process mirrors now.
     pub partitions: Vec<String>,
     /// Cluster mode: the flow's group, its members and what each holds.
-    pub cluster: Option<crate::cluster::ClusterView>,
+    pub cluster: Option<super::ClusterView>,
 }
 
 impl FlowStatus {
@@ -194,7 +196,7 @@ impl crate::watch::WatchSink for FlowRunner {
         {
             let mut status = lock(&self.status);
             status.unreachable.retain(|x| x.cluster != u.cluster);
-            if u.role == "source" {
+            if u.side == Side::Source {
                 status.lag.clear();
                 status.lag_unknown = Some(u.summary());
             }
@@ -203,11 +205,11 @@ impl crate::watch::WatchSink for FlowRunner {
         self.refresh_state();
     }
 
-    fn reachable(&self, cluster: &str, role: &'static str, outage: Duration) {
+    fn reachable(&self, cluster: &str, side: Side, outage: Duration) {
         {
             let mut status = lock(&self.status);
             status.unreachable.retain(|x| x.cluster != cluster);
-            status.recovered.push((cluster.to_string(), role, outage));
+            status.recovered.push((cluster.to_string(), side, outage));
         }
         self.refresh_state();
     }
@@ -269,19 +271,22 @@ impl FlowRunner {
         drop(status);
         self.set_state(state);
     }
+}
 
+impl Run<'_> {
     /// Per partition: the source's high watermark (as of the consumer's last fetch; a watermark request only when none is cached)
     /// minus the position after the last record the target acknowledged.
-    pub(super) fn update_lag(&self, clients: &Clients, slots: &Slots, progress: &Progress) {
+    pub(super) fn update_lag(&self) {
+        let (runner, name, clients) = (self.runner, &self.name, &self.clients);
         // Cached watermarks of a source that does not answer are stale: the lag is unknown
         // (set by the watch), never a stale number.
-        if self.unreachable("source") {
+        if runner.unreachable(Side::Source) {
             return;
         }
-        let progress = lock(progress);
+        let progress = lock(&self.progress);
         let mut lag = BTreeMap::new();
         let mut acknowledged = 0i64;
-        for (i, slot) in slots.slots.iter().enumerate() {
+        for (i, slot) in self.slots.slots.iter().enumerate() {
             // librdkafka only knows a partition's watermark after a fetch answered for it.
             let Some(high) = cached_high_watermark(&clients.consumer, &slot.topic, slot.partition)
                 .or_else(|| {
@@ -292,7 +297,7 @@ impl FlowRunner {
                         .map(|(_, high)| high)
                 })
             else {
-                debug!(flow = %self.flow.name(), "lag of {}[{}]: no high watermark", slot.topic, slot.partition);
+                debug!(flow = %name, "lag of {}[{}]: no high watermark", slot.topic, slot.partition);
                 continue;
             };
             let done = progress[i]
@@ -300,7 +305,7 @@ impl FlowRunner {
                 .or(slot.committed)
                 .or(slot.position);
             let Some(done) = done else {
-                debug!(flow = %self.flow.name(), "lag of {}[{}]: no position", slot.topic, slot.partition);
+                debug!(flow = %name, "lag of {}[{}]: no position", slot.topic, slot.partition);
                 continue;
             };
             let behind = (high - done).max(0);
@@ -313,7 +318,7 @@ impl FlowRunner {
         drop(progress);
         let behind: i64 = lag.values().sum();
         let stalled = stall(
-            &mut lock(&self.progress_mark),
+            &mut lock(&runner.progress_mark),
             acknowledged,
             behind,
             Instant::now(),
@@ -321,13 +326,12 @@ impl FlowRunner {
         .map(|idle| {
             format!(
                 "{behind} records behind and none acknowledged by cluster {} for {} s",
-                self.target.alias,
+                runner.target.alias,
                 idle.as_secs()
             )
         });
-        let name = self.flow.name();
         let (recovered, was_stalled) = {
-            let mut status = lock(&self.status);
+            let mut status = lock(&runner.status);
             let partitions = lag.len();
             status.lag = lag;
             status.lag_unknown = None;
@@ -341,8 +345,8 @@ impl FlowRunner {
                 was,
             )
         };
-        for ((cluster, role, outage), partitions) in recovered {
-            info!(flow = %name, "cluster {cluster} ({role}) is back after an outage of {:.1} s; backlog {behind} records over {partitions} partitions", outage.as_secs_f64());
+        for ((cluster, side, outage), partitions) in recovered {
+            info!(flow = %name, "cluster {cluster} ({}) is back after an outage of {:.1} s; backlog {behind} records over {partitions} partitions", side.as_str(), outage.as_secs_f64());
         }
         match (&was_stalled, &stalled) {
             (None, Some(why)) => {
@@ -354,7 +358,7 @@ impl FlowRunner {
             _ => {}
         }
         if was_stalled.is_some() != stalled.is_some() {
-            self.refresh_state();
+            runner.refresh_state();
         }
     }
 }

@@ -23,14 +23,14 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Offset;
 use tracing::{debug, info, warn};
 
-use refract_config::DeliveryMode;
+use refract_kafka::clients::{ensure_topic, list_topics, REQUEST_TIMEOUT};
+use refract_mm2::connect_offsets::{key_partition, position_key, position_value};
 
-use crate::clients::{ensure_topic, list_topics, REQUEST_TIMEOUT};
-use crate::mm2::connect_offsets::{key_partition, position_key, position_value};
 use crate::takeover::read_positions;
 
-use super::delivery::{flush_producer, poll_producer, Clients, Progress, Sent};
-use super::internals::Internals;
+use super::delivery::{Clients, Progress, Sent};
+use super::internals::Syncs;
+use super::run::{Delivery, Run};
 use super::slots::Slots;
 use super::{lock, transactional_id, FlowRunner};
 
@@ -79,94 +79,99 @@ fn fatal(e: &KafkaError) -> Option<RDKafkaErrorCode> {
     }
 }
 
-impl FlowRunner {
-    /// Whether the flow runs exactly-once.
-    pub(super) fn exactly_once(&self) -> bool {
-        self.flow.delivery.mode == DeliveryMode::ExactlyOnce
-    }
+/// What follows a committed transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AfterCommit {
+    /// The next transaction begins: the run goes on.
+    BeginNext,
+    /// None: the run is stopping, this was its last transaction.
+    Stop,
+}
 
-    /// The error for a fenced producer.
-    pub(super) fn fenced(&self) -> Fenced {
-        Fenced {
-            flow: self.flow.name(),
-            id: transactional_id(&self.flow, self.task),
-            cluster: self.target.alias.clone(),
-        }
-    }
-
-    /// Readies the transactional producer: `init_transactions` fences any earlier producer
-    /// with the flow's id and aborts its open transaction (so what it wrote is never seen by
-    /// `read_committed` readers and the positions read next are final); creates the offsets
-    /// topic when missing; begins the first transaction.
-    pub(super) fn start_transactions(&self, clients: &Clients) -> Result<Transactions> {
-        let name = self.flow.name();
+impl Transactions {
+    /// Readies `runner`'s transactional producer: `init_transactions` fences any earlier
+    /// producer with the flow's id and aborts its open transaction (so what it wrote is never
+    /// seen by `read_committed` readers and the positions read next are final); creates the
+    /// offsets topic when missing; begins the first transaction.
+    pub(super) fn start(runner: &FlowRunner, clients: &Clients) -> Result<Self> {
+        let (flow, target) = (&runner.flow, &runner.target.alias);
+        let name = flow.name();
         if let Err(e) = clients.producer.init_transactions(REQUEST_TIMEOUT * 2) {
             if fatal(&e).is_some() {
-                return Err(self.fenced().into());
+                return Err(runner.fenced().into());
             }
             return Err(e).with_context(|| {
                 format!(
-                    "flow {name}: starting transactions on cluster {} (transactional.id {}); exactly-once needs a cluster with transactions and Write on that transactional id",
-                    self.target.alias,
-                    transactional_id(&self.flow, self.task)
+                    "flow {name}: starting transactions on cluster {target} (transactional.id {}); exactly-once needs a cluster with transactions and Write on that transactional id",
+                    transactional_id(flow, runner.task)
                 )
             });
         }
-        let topic = &self.flow.mm2_offsets_topic;
+        let topic = &flow.mm2_offsets_topic;
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
         if ensure_topic(
             &clients.target_meta,
             &clients.admin,
             topic,
             POSITIONS_PARTITIONS,
-            self.flow.internal_replication_factor,
+            flow.internal_replication_factor,
             &compact,
         )
-        .with_context(|| format!("flow {name}: creating {topic} on {}", self.target.alias))?
+        .with_context(|| format!("flow {name}: creating {topic} on {target}"))?
         {
-            info!(flow = %name, "created {topic} on {} for the flow's source positions", self.target.alias);
+            info!(flow = %name, "created {topic} on {target} for the flow's source positions");
         }
         let partitions = list_topics(&clients.target_meta)
-            .with_context(|| format!("flow {name}: listing topics on {}", self.target.alias))?
+            .with_context(|| format!("flow {name}: listing topics on {target}"))?
             .into_iter()
             .find_map(|(t, n)| (t == *topic).then_some(n))
-            .with_context(|| {
-                format!(
-                    "flow {name}: {topic} on {} has no partitions",
-                    self.target.alias
-                )
-            })?;
+            .with_context(|| format!("flow {name}: {topic} on {target} has no partitions"))?;
         clients
             .producer
             .begin_transaction()
             .with_context(|| format!("flow {name}: beginning a transaction"))?;
-        info!(flow = %name, "exactly-once: transactional.id {}, positions in {topic} on {}, a transaction every {:?}", transactional_id(&self.flow, self.task), self.target.alias, self.flow.delivery.transaction_interval);
-        Ok(Transactions {
+        info!(flow = %name, "exactly-once: transactional.id {}, positions in {topic} on {target}, a transaction every {:?}", transactional_id(flow, runner.task), flow.delivery.transaction_interval);
+        Ok(Self {
             began: Instant::now(),
-            due: Instant::now() + self.flow.delivery.transaction_interval,
+            due: Instant::now() + flow.delivery.transaction_interval,
             partitions,
             written: HashMap::new(),
         })
     }
 
+    /// The slots whose source position (next offset) moved past what the last transaction
+    /// wrote and what was committed, with that position.
+    fn unwritten(&self, slots: &Slots, progress: &Progress) -> Vec<(usize, i64)> {
+        let progress = lock(progress);
+        let mut writes = Vec::new();
+        for (i, slot) in slots.slots.iter().enumerate() {
+            let Some(next) = progress[i].committable() else {
+                continue;
+            };
+            if self.written.get(&i) == Some(&next) || slot.committed == Some(next) {
+                continue;
+            }
+            writes.push((i, next));
+        }
+        writes
+    }
+}
+
+impl Run<'_> {
     /// Where newly added partitions resume under exactly-once: the later of the position in the
     /// offsets topic (committed transactions, or MirrorMaker 2) and the flow's source group
     /// (committed only after a transaction, or by an at-least-once run before). Nothing past
     /// it is visible to `read_committed` readers, so nothing is counted as a duplicate.
-    pub(super) fn resume_exactly_once(
-        &self,
-        clients: &Clients,
-        slots: &mut Slots,
-        added: &[usize],
-    ) -> Result<()> {
-        let committed = self.committed_positions(clients, slots, added)?;
-        let id = format!("{}-positions", transactional_id(&self.flow, self.task));
-        let positions = read_positions(&self.flow, &self.target, &id)?;
+    pub(super) fn resume_exactly_once(&mut self, added: &[usize]) -> Result<()> {
+        let committed = self.committed_positions(added)?;
+        let runner = self.runner;
+        let id = format!("{}-positions", transactional_id(&runner.flow, runner.task));
+        let positions = read_positions(&runner.flow, &runner.target, &id)?;
         for elem in committed.elements() {
-            let Some(i) = slots.find(elem.topic(), elem.partition()) else {
+            let Some(i) = self.slots.find(elem.topic(), elem.partition()) else {
                 continue;
             };
-            let slot = &mut slots.slots[i];
+            let slot = &mut self.slots.slots[i];
             let group = match elem.offset() {
                 Offset::Offset(n) => Some(n),
                 _ => None,
@@ -177,56 +182,43 @@ impl FlowRunner {
             };
             slot.position = Some(next);
             slot.committed = Some(next);
-            debug!(flow = %self.flow.name(), "{}[{}] resumes at offset {next} (transactions: {txn:?}, group: {group:?})", slot.topic, slot.partition);
+            debug!(flow = %self.name, "{}[{}] resumes at offset {next} (transactions: {txn:?}, group: {group:?})", slot.topic, slot.partition);
         }
         Ok(())
     }
 
     /// Ends the open transaction: waits for every record to be acknowledged, writes the source
     /// positions they reach into it, commits, then writes held offset syncs, commits the source
-    /// group (for lag tools) and, unless `last`, begins the next transaction. An error leaves
-    /// the transaction to be aborted by the caller ([`FlowRunner::abort_transaction`]); a
-    /// [`Fenced`] error stops the flow.
-    #[allow(clippy::too_many_arguments)]
+    /// group (for lag tools) and begins the next transaction unless `then` says the run stops.
+    /// An error leaves the transaction to be aborted by the caller ([`abort_transaction`]); a
+    /// [`Fenced`] error stops the flow. At-least-once, there is nothing to commit.
     pub(super) fn commit_transaction(
-        &self,
-        clients: &Clients,
-        slots: &mut Slots,
-        progress: &Progress,
-        internals: &mut Internals,
-        txn: &mut Transactions,
+        &mut self,
         timeout: Duration,
-        last: bool,
+        then: AfterCommit,
     ) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let left = || deadline.saturating_duration_since(Instant::now());
-        self.emit_internals(clients, slots, progress, internals, true);
-        self.acknowledged_within(clients, progress, left())?;
-        let mut writes = Vec::new();
-        {
-            let progress = lock(progress);
-            for (i, slot) in slots.slots.iter().enumerate() {
-                let Some(next) = progress[i].committable() else {
-                    continue;
-                };
-                if txn.written.get(&i) == Some(&next) || slot.committed == Some(next) {
-                    continue;
-                }
-                writes.push((i, next));
-            }
-        }
-        let topic = self.flow.mm2_offsets_topic.as_str();
+        self.emit_internals(Syncs::All);
+        self.acknowledged_within(left())?;
+        let Delivery::ExactlyOnce(txn) = &self.delivery else {
+            return Ok(());
+        };
+        let (began, partitions) = (txn.began, txn.partitions);
+        let writes = txn.unwritten(&self.slots, &self.progress);
+        let runner = self.runner;
+        let topic = runner.flow.mm2_offsets_topic.as_str();
         for &(i, next) in &writes {
-            let slot = &slots.slots[i];
-            let key = position_key(&self.source.alias, &slot.topic, slot.partition);
+            let slot = &self.slots.slots[i];
+            let key = position_key(&runner.source.alias, &slot.topic, slot.partition);
             let value = position_value(next - 1);
             let record = BaseRecord::with_opaque_to(topic, Sent::internal())
-                .partition(key_partition(&key, txn.partitions))
+                .partition(key_partition(&key, partitions))
                 .key(&key)
                 .payload(&value);
-            if let Err((e, _)) = clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
+            if let Err((e, _)) = self.clients.producer.send::<Vec<u8>, Vec<u8>>(record) {
                 if fatal(&e).is_some() {
-                    return Err(self.fenced().into());
+                    return Err(runner.fenced().into());
                 }
                 anyhow::bail!(
                     "writing the position of {}[{}] to {topic}: {e}",
@@ -235,62 +227,64 @@ impl FlowRunner {
                 );
             }
         }
-        self.acknowledged_within(clients, progress, left())?;
-        if let Err(e) = clients
+        self.acknowledged_within(left())?;
+        if let Err(e) = self
+            .clients
             .producer
             .commit_transaction(left().max(Duration::from_secs(1)))
         {
-            if fatal(&e).is_some() || self.producer_fenced(clients) {
-                return Err(self.fenced().into());
+            if fatal(&e).is_some() || self.clients.producer_fenced() {
+                return Err(runner.fenced().into());
             }
             return Err(e).with_context(|| {
                 format!(
                     "committing a transaction of flow {} on cluster {}",
-                    self.flow.name(),
-                    self.target.alias
+                    self.name, runner.target.alias
                 )
             });
         }
-        self.transaction_ended(true, txn.began.elapsed());
-        for (i, next) in writes {
-            txn.written.insert(i, next);
+        runner.transaction_ended(true, began.elapsed());
+        if let Delivery::ExactlyOnce(txn) = &mut self.delivery {
+            txn.written.extend(writes);
         }
-        for sync in std::mem::take(&mut internals.held_syncs) {
-            if self.send_sync(clients, &internals.sync_topic, &sync) {
-                lock(&self.status).offset_syncs += 1;
+        for sync in std::mem::take(&mut self.internals.held_syncs) {
+            if self.send_sync(&sync) {
+                lock(&runner.status).offset_syncs += 1;
             }
         }
         // For `kafka-consumer-groups` and lag: never ahead of what is committed on the target.
-        if let Err(e) = self.commit(clients, slots, progress, left().max(Duration::from_secs(1))) {
-            debug!(flow = %self.flow.name(), "committing the source group after a transaction: {e:#}");
+        if let Err(e) = self.commit(left().max(Duration::from_secs(1))) {
+            debug!(flow = %self.name, "committing the source group after a transaction: {e:#}");
         }
-        if !last {
-            clients
-                .producer
-                .begin_transaction()
-                .with_context(|| format!("flow {}: beginning a transaction", self.flow.name()))?;
-            txn.began = Instant::now();
+        let began = match then {
+            AfterCommit::BeginNext => {
+                self.clients
+                    .producer
+                    .begin_transaction()
+                    .with_context(|| format!("flow {}: beginning a transaction", self.name))?;
+                Instant::now()
+            }
+            AfterCommit::Stop => began,
+        };
+        if let Delivery::ExactlyOnce(txn) = &mut self.delivery {
+            txn.began = began;
+            txn.due = Instant::now() + runner.flow.delivery.transaction_interval;
         }
-        txn.due = Instant::now() + self.flow.delivery.transaction_interval;
         Ok(())
     }
 
     /// Waits until the target acknowledged everything sent in the transaction; a record it
     /// refused (or one not acknowledged in time) fails the transaction.
-    fn acknowledged_within(
-        &self,
-        clients: &Clients,
-        progress: &Progress,
-        timeout: Duration,
-    ) -> Result<()> {
-        let flushed = flush_producer(clients, timeout);
-        poll_producer(clients, Duration::ZERO);
-        self.transaction_failure(clients, progress)?;
-        if flushed.is_err() || clients.producer.in_flight_count() > 0 {
+    fn acknowledged_within(&self, timeout: Duration) -> Result<()> {
+        let flushed = self.clients.flush_producer(timeout);
+        self.clients.poll_producer(Duration::ZERO);
+        self.transaction_failure()?;
+        let producer = &self.clients.producer;
+        if flushed.is_err() || producer.in_flight_count() > 0 {
             anyhow::bail!(
                 "{} records of the transaction were not acknowledged by cluster {} within {timeout:?}",
-                clients.producer.in_flight_count(),
-                self.target.alias
+                producer.in_flight_count(),
+                self.runner.target.alias
             );
         }
         Ok(())
@@ -298,48 +292,40 @@ impl FlowRunner {
 
     /// A record of the open transaction the target refused, or a fenced producer: the
     /// transaction cannot commit.
-    pub(super) fn transaction_failure(&self, clients: &Clients, progress: &Progress) -> Result<()> {
-        if self.producer_fenced(clients) {
-            return Err(self.fenced().into());
+    pub(super) fn transaction_failure(&self) -> Result<()> {
+        if self.clients.producer_fenced() {
+            return Err(self.runner.fenced().into());
         }
-        let progress = lock(progress);
+        let progress = lock(&self.progress);
         if let Some(f) = progress.iter().find_map(|p| p.failure()) {
             anyhow::bail!("a record of the transaction failed: {}", f.error);
         }
         Ok(())
     }
+}
 
-    /// Aborts the open transaction after `why` (best effort: a producer that cannot abort is
-    /// replaced on restart, whose `init_transactions` aborts it), counting it. Returns whether
-    /// the producer turned out to be fenced (then the flow must stop, not restart: a restart
-    /// would fence the process that now runs the flow).
-    pub(super) fn abort_transaction(&self, clients: &Clients, why: &anyhow::Error) -> bool {
-        if why.downcast_ref::<Fenced>().is_some() {
-            return true;
-        }
-        self.transaction_ended(false, Duration::ZERO);
-        match clients.producer.abort_transaction(REQUEST_TIMEOUT) {
-            Ok(()) => {
-                warn!(flow = %self.flow.name(), "transaction aborted ({why:#}); its records are sent again from the last committed positions");
-                false
-            }
-            Err(e) if fatal(&e).is_some() || self.producer_fenced(clients) => true,
-            Err(e) => {
-                warn!(flow = %self.flow.name(), "transaction not aborted ({e}) after: {why:#}; the restart aborts it");
-                false
-            }
-        }
+/// Aborts the open transaction of `runner`'s run after `why` (best effort: a producer that
+/// cannot abort is replaced on restart, whose `init_transactions` aborts it), counting it.
+/// Returns whether the producer turned out to be fenced (then the flow must stop, not restart:
+/// a restart would fence the process that now runs the flow).
+pub(super) fn abort_transaction(
+    runner: &FlowRunner,
+    clients: &Clients,
+    why: &anyhow::Error,
+) -> bool {
+    if why.downcast_ref::<Fenced>().is_some() {
+        return true;
     }
-
-    /// Whether librdkafka reports the producer fenced (its fatal error).
-    fn producer_fenced(&self, clients: &Clients) -> bool {
-        clients.producer.context().fatal().is_some_and(|(code, _)| {
-            matches!(
-                code,
-                RDKafkaErrorCode::ProducerFenced
-                    | RDKafkaErrorCode::InvalidProducerEpoch
-                    | RDKafkaErrorCode::Fenced
-            )
-        })
+    runner.transaction_ended(false, Duration::ZERO);
+    match clients.producer.abort_transaction(REQUEST_TIMEOUT) {
+        Ok(()) => {
+            warn!(flow = %runner.flow.name(), "transaction aborted ({why:#}); its records are sent again from the last committed positions");
+            false
+        }
+        Err(e) if fatal(&e).is_some() || clients.producer_fenced() => true,
+        Err(e) => {
+            warn!(flow = %runner.flow.name(), "transaction not aborted ({e}) after: {why:#}; the restart aborts it");
+            false
+        }
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::wire::Checkpoint;
+use crate::wire::Checkpoint;
 
 /// Whether a checkpoint at `upstream`/`downstream` should be emitted after `previous`, the last
 /// one emitted for the same group partition (MM2's `checkpointIsMoreRecent`): always when there
@@ -138,8 +138,8 @@ pub fn checkpoint_topic<N: TopicNaming>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mm2::sync_store::{OffsetSyncStore, Translation};
-    use crate::mm2::wire::OffsetSync;
+    use crate::sync_store::{OffsetSyncStore, Translation};
+    use crate::wire::OffsetSync;
 
     fn cp(group: &str, topic: &str, partition: i32, up: i64, down: i64) -> Checkpoint {
         Checkpoint {

@@ -19,13 +19,13 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka_sys as ffi;
 
 /// The consumer queue of one source consumer; must not outlive it (it borrows it).
-pub(crate) struct SourceQueue<'c, C: ConsumerContext + 'static> {
+pub struct SourceQueue<'c, C: ConsumerContext + 'static> {
     consumer: &'c BaseConsumer<C>,
     queue: *mut ffi::rd_kafka_queue_t,
 }
 
 /// One thing read from the source.
-pub(crate) enum Polled<'c> {
+pub enum Polled<'c> {
     /// A record.
     Message(SourceMessage<'c>),
     /// A consumer error: for one partition when librdkafka names it, else for the consumer.
@@ -36,7 +36,7 @@ pub(crate) enum Polled<'c> {
 
 /// A consumer error as librdkafka reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SourceError {
+pub struct SourceError {
     /// The error code.
     pub code: RDKafkaErrorCode,
     /// librdkafka's description (which broker, which offset, why).
@@ -52,7 +52,7 @@ pub(crate) struct SourceError {
 impl<'c, C: ConsumerContext + 'static> SourceQueue<'c, C> {
     /// The queue `consumer` delivers records and errors on. `None` when librdkafka has none
     /// (a consumer without a group id).
-    pub(crate) fn new(consumer: &'c BaseConsumer<C>) -> Option<Self> {
+    pub fn new(consumer: &'c BaseConsumer<C>) -> Option<Self> {
         // SAFETY: `consumer` is alive; the returned handle holds its own reference to the queue
         // and is released in `drop`, before the borrow of the consumer ends.
         let queue = unsafe { ffi::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
@@ -60,7 +60,7 @@ impl<'c, C: ConsumerContext + 'static> SourceQueue<'c, C> {
     }
 
     /// Waits up to `timeout` for the next event.
-    pub(crate) fn poll(&self, timeout: Duration) -> Option<Polled<'c>> {
+    pub fn poll(&self, timeout: Duration) -> Option<Polled<'c>> {
         let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
         // SAFETY: the queue handle is valid while `self` lives; the event is destroyed exactly
         // once: by `SourceMessage::drop` for a record, here for everything else (after what is
@@ -213,7 +213,7 @@ unsafe fn message_error(msg: *const ffi::rd_kafka_message_t) -> SourceError {
 }
 
 /// A record read from the source; its bytes live in librdkafka's event until it is dropped.
-pub(crate) struct SourceMessage<'c> {
+pub struct SourceMessage<'c> {
     event: *mut ffi::rd_kafka_event_t,
     msg: *const ffi::rd_kafka_message_t,
     /// Its headers, parsed on first use (librdkafka parses them anew on every request).
@@ -244,7 +244,7 @@ impl SourceMessage<'_> {
     }
 
     /// The source topic.
-    pub(crate) fn topic(&self) -> &str {
+    pub fn topic(&self) -> &str {
         // SAFETY: a fetched message always has its topic; its name lives as long as the
         // message. Kafka topic names are ASCII.
         unsafe { CStr::from_ptr(ffi::rd_kafka_topic_name(self.raw().rkt)) }
@@ -253,29 +253,29 @@ impl SourceMessage<'_> {
     }
 
     /// The source partition.
-    pub(crate) fn partition(&self) -> i32 {
+    pub fn partition(&self) -> i32 {
         self.raw().partition
     }
 
     /// The source offset.
-    pub(crate) fn offset(&self) -> i64 {
+    pub fn offset(&self) -> i64 {
         self.raw().offset
     }
 
     /// The key (`None` for a null key).
-    pub(crate) fn key(&self) -> Option<&[u8]> {
+    pub fn key(&self) -> Option<&[u8]> {
         // SAFETY: key and key_len describe bytes owned by the message.
         unsafe { bytes(self.raw().key, self.raw().key_len) }
     }
 
     /// The value (`None` for a tombstone).
-    pub(crate) fn payload(&self) -> Option<&[u8]> {
+    pub fn payload(&self) -> Option<&[u8]> {
         // SAFETY: payload and len describe bytes owned by the message.
         unsafe { bytes(self.raw().payload, self.raw().len) }
     }
 
     /// The timestamp and its type.
-    pub(crate) fn timestamp(&self) -> Timestamp {
+    pub fn timestamp(&self) -> Timestamp {
         let mut kind = ffi::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
         // SAFETY: the message is alive; `kind` is a valid out-pointer.
         let ts = unsafe { ffi::rd_kafka_message_timestamp(self.msg, &mut kind) };
@@ -294,7 +294,7 @@ impl SourceMessage<'_> {
     }
 
     /// The headers, `None` when the record has none.
-    pub(crate) fn headers(&self) -> Option<&SourceHeaders> {
+    pub fn headers(&self) -> Option<&SourceHeaders> {
         self.headers
             .get_or_init(|| {
                 let mut hdrs = std::ptr::null_mut();
@@ -309,7 +309,7 @@ impl SourceMessage<'_> {
 }
 
 /// The headers of a [`SourceMessage`], borrowed from it.
-pub(crate) struct SourceHeaders {
+pub struct SourceHeaders {
     ptr: *mut ffi::rd_kafka_headers_t,
 }
 

@@ -18,16 +18,16 @@ use rdkafka::admin::AdminClient;
 use refract_config::{ClientRole, ClusterMode};
 use refract_telemetry::ClusterMetrics;
 
-use crate::admin_ffi::describe_group_members;
-use crate::clients::{
+use crate::flow::{lock, progress_group};
+use refract_kafka::admin_ffi::describe_group_members;
+use refract_kafka::clients::{
     client_config, ensure_topic, grow_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,
 };
-use crate::flow::{lock, progress_group};
 
-use super::local::{Backoff, FlowTasks};
-use super::{
-    coordination_group, coordination_topic, task_of, ClusterView, Member, DESCRIBE_INTERVAL,
-};
+use crate::flow::{ClusterView, Member};
+use crate::tasks::{task_of, Backoff, FlowTasks};
+
+use super::{coordination_group, coordination_topic, DESCRIBE_INTERVAL};
 
 /// How long a stopping process waits to leave its group (then it closes anyway; the group
 /// drops it after the session timeout).
@@ -192,7 +192,7 @@ fn session(
     let source = tasks.source();
     let topic = coordination_topic(flow);
     let group = coordination_group(flow);
-    let client_id = format!("refract-{instance}");
+    let client_id = refract_config::names::member_client(instance);
     let admin: Authenticated<AdminClient<DefaultClientContext>> =
         client_config(source, ClientRole::Admin, &client_id, &[], &[])
             .create()
@@ -422,8 +422,7 @@ fn describe(
             });
             Member {
                 instance: m.instance_id.clone().unwrap_or_else(|| {
-                    m.client_id
-                        .strip_prefix("refract-")
+                    refract_config::names::member_instance(&m.client_id)
                         .unwrap_or(&m.client_id)
                         .to_string()
                 }),

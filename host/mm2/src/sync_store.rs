@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use super::wire::OffsetSync;
+use crate::wire::OffsetSync;
 
 /// Slots per source partition: one per bit of an offset, as in MM2.
 pub const SYNCS_PER_PARTITION: usize = 64;
@@ -218,7 +218,7 @@ fn invariant_c(s_i: Slot, s_j: Slot, i: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mm2::sync_writer::OffsetSyncWriter;
+    use crate::sync_writer::OffsetSyncWriter;
     use Translation::{NoSyncs, Offset, TooOld};
 
     const T: &str = "topic1";

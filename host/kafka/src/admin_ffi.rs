@@ -56,7 +56,7 @@ pub(crate) fn admin_call<C: ClientContext, T>(
 /// answer. rdkafka's synchronous commit waits without a limit, so a coordinator that never
 /// answers would hang the flow, and its shutdown with it; on a timeout the commit may still land
 /// later, which is safe (the next commit supersedes it).
-pub(crate) fn commit_within<C: ConsumerContext>(
+pub fn commit_within<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     offsets: &TopicPartitionList,
     timeout: Duration,
@@ -117,7 +117,7 @@ unsafe fn commit_answer(event: *mut ffi::rd_kafka_event_t) -> Result<(), String>
 
 /// Why an IncrementalAlterConfigs request failed.
 #[derive(Debug)]
-pub(crate) enum AlterError {
+pub enum AlterError {
     /// The broker (or librdkafka against it) does not support IncrementalAlterConfigs.
     Unsupported(String),
     /// Any other failure.
@@ -127,7 +127,7 @@ pub(crate) enum AlterError {
 /// Sets (`Some(value)`) or deletes back to the default (`None`) configs of topic `topic` with
 /// IncrementalAlterConfigs (KIP-339), as MirrorMaker 2 does since Kafka 3.x: configs not named are
 /// left as they are.
-pub(crate) fn incremental_alter_topic_configs<C: ClientContext>(
+pub fn incremental_alter_topic_configs<C: ClientContext>(
     admin: &AdminClient<C>,
     topic: &str,
     ops: &[(String, Option<String>)],
@@ -237,11 +237,11 @@ unsafe fn incremental_answer(event: *mut ffi::rd_kafka_event_t) -> Result<(), Al
 }
 
 /// An error a broker or librdkafka reported for one resource: its code and text.
-pub(crate) type ResourceError = (ffi::rd_kafka_resp_err_t, String);
+pub type ResourceError = (ffi::rd_kafka_resp_err_t, String);
 
 /// What DescribeTopics (with authorized operations, KIP-430) says about one topic.
 #[derive(Debug, Clone)]
-pub(crate) struct TopicAccess {
+pub struct TopicAccess {
     /// The topic's name.
     pub name: String,
     /// `TOPIC_AUTHORIZATION_FAILED`, `UNKNOWN_TOPIC_OR_PART`, ...; `None` when described.
@@ -252,7 +252,7 @@ pub(crate) struct TopicAccess {
 
 /// What DescribeConsumerGroups (with authorized operations) says about one group.
 #[derive(Debug, Clone)]
-pub(crate) struct GroupAccess {
+pub struct GroupAccess {
     /// `GROUP_AUTHORIZATION_FAILED`, ...; `None` when described.
     pub error: Option<ResourceError>,
     /// The operations the principal may perform on it; `None` when the broker sent none.
@@ -317,7 +317,7 @@ unsafe fn include_authorized_operations(options: *mut ffi::rd_kafka_AdminOptions
 }
 
 /// Describes `topics` with the principal's authorized operations on each. No side effects.
-pub(crate) fn describe_topics<C: ClientContext>(
+pub fn describe_topics<C: ClientContext>(
     admin: &AdminClient<C>,
     topics: &[String],
     timeout: Duration,
@@ -371,7 +371,7 @@ pub(crate) fn describe_topics<C: ClientContext>(
 
 /// The principal's authorized operations on the cluster resource (DescribeCluster, KIP-430):
 /// empty without DESCRIBE on the cluster, `None` when the broker sent none. No side effects.
-pub(crate) fn describe_cluster_operations<C: ClientContext>(
+pub fn describe_cluster_operations<C: ClientContext>(
     admin: &AdminClient<C>,
     timeout: Duration,
 ) -> Result<Option<Vec<ffi::rd_kafka_AclOperation_t>>, String> {
@@ -450,7 +450,7 @@ fn describe_consumer_groups<C: ClientContext, T>(
 
 /// Describes consumer `groups` with the principal's authorized operations on each. No side
 /// effects (a group that does not exist is described as dead, not created).
-pub(crate) fn describe_groups<C: ClientContext>(
+pub fn describe_groups<C: ClientContext>(
     admin: &AdminClient<C>,
     groups: &[String],
     timeout: Duration,
@@ -474,7 +474,7 @@ pub(crate) fn describe_groups<C: ClientContext>(
 
 /// One member of a consumer group as DescribeConsumerGroups shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct GroupMember {
+pub struct GroupMember {
     /// The member id the coordinator gave it.
     pub member_id: String,
     /// Its `group.instance.id` (static membership), when it has one.
@@ -489,7 +489,7 @@ pub(crate) struct GroupMember {
 
 /// The members of consumer `group` and what each is assigned (an empty list for a group with
 /// no members or none at all). No side effects.
-pub(crate) fn describe_group_members<C: ClientContext>(
+pub fn describe_group_members<C: ClientContext>(
     admin: &AdminClient<C>,
     group: &str,
     timeout: Duration,

@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use crate::clock::now_ms;
 use anyhow::{Context, Result};
 use refract_config::{ClientRole, Cluster, Oidc};
 use tracing::{debug, info, warn};
@@ -101,6 +100,14 @@ impl Drop for Registration {
     }
 }
 
+/// Wall-clock milliseconds since the epoch, as token expiries are written (0 if the clock is
+/// before 1970).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -119,7 +126,7 @@ pub fn supplies_token(cluster: &Cluster, role: ClientRole) -> bool {
 /// Hands the client behind `native` the cluster's current token (fetching one first if there
 /// is none), and keeps it fresh until the returned registration is dropped. `Ok(None)` when the
 /// cluster's clients do not take their token from refract.
-pub fn attach(
+pub(crate) fn attach(
     native: *mut rdkafka_sys::rd_kafka_t,
     cluster: &Cluster,
     role: ClientRole,

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::wire::OffsetSync;
+use crate::wire::OffsetSync;
 
 /// The connector name MM2's dedicated mode gives its data connector (the class's simple name);
 /// the first element of every key [`Mm2Positions`] reads.

@@ -1,5 +1,8 @@
 //! Building blocks compatible with MirrorMaker 2 (MM2): pure logic, no I/O.
 //!
+//! The counterpart of Kafka's `connect/mirror-client`: a crate of its own so tools (`refract
+//! offsets translate`, `refract verify`, tests) can read MM2's topics without the engine.
+//!
 //! These pieces let refract read and write MM2's internal topics byte for byte and make the same
 //! offset-translation decisions MM2 makes, so MM2 tooling (`RemoteClusterUtils.translateOffsets`,
 //! the console formatters, dashboards) works against a refract deployment and a running MM2 can be

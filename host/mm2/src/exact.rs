@@ -199,8 +199,8 @@ pub fn parse_previous(value: Option<&[u8]>) -> Option<Option<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mm2::sync_store::{OffsetSyncStore, Translation};
-    use crate::mm2::sync_writer::OffsetSyncWriter;
+    use crate::sync_store::{OffsetSyncStore, Translation};
+    use crate::sync_writer::OffsetSyncWriter;
 
     const T: &str = "t";
 

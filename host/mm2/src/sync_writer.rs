@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use super::wire::OffsetSync;
+use crate::wire::OffsetSync;
 
 /// Decides, per source partition, which offset pairs become offset-sync records.
 ///
