@@ -3,6 +3,9 @@
 
 use std::ffi::{CStr, CString};
 
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use rdkafka::client::{Client, ClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka_sys as ffi;
@@ -28,30 +31,44 @@ pub fn cached_high_watermark<C: ConsumerContext>(
     (err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
-/// The fatal error of the client behind `native` (for a producer: idempotence lost, a PID
-/// refused, a sequence gap), `None` while it has none or when `native` is null.
+/// A client context's handle on the client that owns it, for what only the client knows (its
+/// fatal error) asked from a callback, which gets the context but not the client.
 ///
-/// For a client's own context, which cannot reach the client (its delivery callback, say):
-/// `native` must be null or the handle (`native_ptr()`) of a client that is alive for the
-/// call — the client that owns the context asking, whose callbacks only run while it lives.
-/// Elsewhere use rdkafka's `Client::fatal_error`.
-// A safe function on a raw handle: the context that stores its client's handle has no other way
-// to reach it, and keeping that handle live is the contract above.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub fn fatal_error(native: *mut ffi::rd_kafka_t) -> Option<(RDKafkaErrorCode, String)> {
-    if native.is_null() {
-        return None;
+/// Empty until [`OwnClient::set`] is given the client, which must be the one whose context holds
+/// this handle: the context lives inside the client, so the client is alive whenever the context
+/// is used. That is the only way to fill it, so no raw handle leaves this crate.
+#[derive(Debug, Default)]
+pub struct OwnClient(AtomicPtr<ffi::rd_kafka_t>);
+
+impl OwnClient {
+    /// An empty handle (a context is built before its client).
+    pub fn new() -> Self {
+        Self(AtomicPtr::new(std::ptr::null_mut()))
     }
-    let mut buf = [0 as std::os::raw::c_char; 512];
-    // SAFETY: `native` is the handle of a live client (the contract above); librdkafka
-    // NUL-terminates `buf`.
-    let code = unsafe { ffi::rd_kafka_fatal_error(native, buf.as_mut_ptr(), buf.len()) };
-    if code == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-        return None;
+
+    /// Remembers `client`, the client whose context holds this handle.
+    pub fn set<C: ClientContext>(&self, client: &Client<C>) {
+        self.0.store(client.native_ptr(), Ordering::Release);
     }
-    // SAFETY: see above.
-    let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    Some((code.into(), text))
+
+    /// The client's fatal error (for a producer: idempotence lost, a PID refused, a sequence
+    /// gap), `None` while it has none or before [`OwnClient::set`].
+    pub fn fatal_error(&self) -> Option<(RDKafkaErrorCode, String)> {
+        let native = self.0.load(Ordering::Acquire);
+        if native.is_null() {
+            return None;
+        }
+        let mut buf = [0 as std::os::raw::c_char; 512];
+        // SAFETY: `native` was set from the client that owns the context holding this handle,
+        // so it is alive while the context is used; librdkafka NUL-terminates `buf`.
+        let code = unsafe { ffi::rd_kafka_fatal_error(native, buf.as_mut_ptr(), buf.len()) };
+        if code == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            return None;
+        }
+        // SAFETY: librdkafka wrote a NUL-terminated message into `buf` above.
+        let text = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        Some((code.into(), text))
+    }
 }

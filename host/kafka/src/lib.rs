@@ -19,7 +19,7 @@ pub mod groups;
 pub mod oauth;
 pub mod source_queue;
 
-pub use client_state::{cached_high_watermark, fatal_error};
+pub use client_state::{cached_high_watermark, OwnClient};
 
 /// An ACL operation as librdkafka names it (`RD_KAFKA_ACL_OPERATION_READ`, ...).
 pub use rdkafka_sys::rd_kafka_AclOperation_t as AclOperation;

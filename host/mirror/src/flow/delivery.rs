@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rdkafka::admin::AdminClient;
-// The type of the producer handle `DeliveryContext::native` holds, as rdkafka re-exports it.
-use rdkafka::bindings as rdkafka_sys;
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::consumer::BaseConsumer;
 
@@ -127,7 +125,7 @@ pub(super) struct DeliveryContext {
     pub(super) target: String,
     /// The producer's own handle, set once it exists: delivery reports are only served while it
     /// lives, and a fatal error's cause is read from it.
-    pub(super) native: std::sync::atomic::AtomicPtr<rdkafka_sys::rd_kafka_t>,
+    pub(super) native: refract_kafka::OwnClient,
     /// Whether the target acknowledged any record of this producer.
     pub(super) acked_any: std::sync::atomic::AtomicBool,
     /// The fatal error once seen: the reports of records the producer still held may be served
@@ -142,9 +140,7 @@ impl DeliveryContext {
         if let Some(seen) = lock(&self.fatal_seen).clone() {
             return Some(seen);
         }
-        // `native` is null until the producer exists, then the handle of the producer that owns
-        // this context, alive while its delivery reports are served.
-        let seen = refract_kafka::fatal_error(self.native.load(Ordering::Acquire))?;
+        let seen = self.native.fatal_error()?;
         *lock(&self.fatal_seen) = Some(seen.clone());
         Some(seen)
     }
@@ -458,7 +454,7 @@ impl FlowRunner {
             inflight: self.flow_metrics.as_ref().map(|m| m.inflight_bytes.clone()),
             now_ms: AtomicI64::new(now_ms()),
             target: self.target.alias.clone(),
-            native: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            native: refract_kafka::OwnClient::new(),
             acked_any: std::sync::atomic::AtomicBool::new(false),
             fatal_seen: Mutex::new(None),
         })
@@ -468,10 +464,7 @@ impl FlowRunner {
                 self.target.alias
             )
         })?;
-        producer
-            .context()
-            .native
-            .store(producer.client().native_ptr(), Ordering::Release);
+        producer.context().native.set(producer.client());
         Ok(producer)
     }
 }

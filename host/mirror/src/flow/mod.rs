@@ -15,12 +15,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rdkafka::{Offset, TopicPartitionList};
 
-use refract_config::{ClientRole, Cluster, DeliveryMode, Flow, OnError, Side};
+use refract_config::{ClientRole, Cluster, DeliveryMode, Flow, OnError, Side, TaskId};
 use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin};
 use refract_telemetry::{FlowMetrics, Metrics};
 
 use crate::chain::Chain;
-use crate::tasks::TaskId;
 
 mod board;
 mod delivery;
