@@ -172,7 +172,7 @@ pub fn dead_letter_topic(source: &str) -> String {
 /// MirrorMaker 2's Connect offsets topic for flows from `source` when
 /// `offset.storage.topic` is not set: `mm2-offsets.<source>.internal`.
 pub fn mm2_offsets_topic(source: &str) -> String {
-    format!("mm2-offsets.{source}.internal")
+    refract_mm2::connect_offsets::default_offsets_topic(source)
 }
 
 #[cfg(test)]
