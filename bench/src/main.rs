@@ -32,70 +32,95 @@ const LATENCY_REMOTE: &str = "source.latency";
 const LATENCY_PARTITIONS: i32 = 32;
 const LATENCY_VALUE_BYTES: usize = 100;
 
+/// refract's throughput and latency on librdkafka mock clusters (bench/run), or, with
+/// `kafka-compare`, refract against MirrorMaker 2 on real Kafka brokers (bench/mm2-compare).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "refract-bench",
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Mode {
+    /// refract against MirrorMaker 2 on two real Apache Kafka brokers (run by bench/mm2-compare)
+    #[command(args_override_self = true)]
+    KafkaCompare(mm2_compare::Opts),
+    /// The baseline scenario's consume→produce loop (the benchmark starts it itself)
+    #[command(hide = true)]
+    BaselinePipe {
+        /// Source bootstrap servers
+        source: String,
+        /// Target bootstrap servers
+        target: String,
+        /// Partitions of the topic
+        partitions: i32,
+    },
+}
+
+#[derive(clap::Args, Debug)]
 struct Args {
+    /// The refract binary
+    #[arg(long, value_name = "PATH", default_value = "target/release/refract")]
     refract: PathBuf,
+    /// Records in the source topic
+    #[arg(long, value_name = "N", default_value_t = 120_000)]
     records: usize,
+    /// Partitions of the source topic
+    #[arg(long, value_name = "N", default_value_t = 32)]
     partitions: i32,
+    /// Bytes per record value
+    #[arg(long, value_name = "N", default_value_t = 1024)]
     value_bytes: usize,
+    /// Comma-separated scenario letters to run (a, b, c, d, e, f, g, h, i) and `latency`
+    /// [default: all]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// The Python filter of scenario (f), run when the file exists
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "examples/plugins/python/filter.wasm"
+    )]
     python_filter: Option<PathBuf>,
-    /// Overrides the latency run's rate (default: half of (b)'s measured rate).
+    /// Overrides the latency run's rate in records/s (default: half of (b)'s measured rate).
+    #[arg(long, value_name = "RATE")]
     latency_rate: Option<f64>,
     /// Runs of each scenario; the table shows the median run and the spread.
+    #[arg(long, value_name = "N", default_value_t = 1)]
     repeat: usize,
     /// Extra `[[flow]]` settings for every refract scenario (TOML lines), for experiments.
+    #[arg(
+        long,
+        value_name = "TOML",
+        default_value = "",
+        allow_hyphen_values = true
+    )]
     flow_extra: String,
     /// linger.ms of the latency run's load generator.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
     latency_linger_ms: u32,
 }
 
-fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        refract: PathBuf::from("target/release/refract"),
-        records: 120_000,
-        partitions: 32,
-        value_bytes: 1024,
-        only: None,
-        python_filter: Some(PathBuf::from("examples/plugins/python/filter.wasm")),
-        latency_rate: None,
-        repeat: 1,
-        flow_extra: String::new(),
-        latency_linger_ms: 5,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--refract" => args.refract = PathBuf::from(value()?),
-            "--records" => args.records = value()?.parse()?,
-            "--partitions" => args.partitions = value()?.parse()?,
-            "--value-bytes" => args.value_bytes = value()?.parse()?,
-            "--only" => args.only = Some(value()?.split(',').map(str::to_string).collect()),
-            "--python-filter" => args.python_filter = Some(PathBuf::from(value()?)),
-            "--latency-rate" => args.latency_rate = Some(value()?.parse()?),
-            "--repeat" => args.repeat = value()?.parse::<usize>()?.max(1),
-            "--flow-extra" => args.flow_extra = value()?,
-            "--latency-linger-ms" => args.latency_linger_ms = value()?.parse()?,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    Ok(args)
-}
-
 fn main() -> Result<()> {
-    let mut raw = std::env::args().skip(1);
-    let mode = raw.next();
-    if mode.as_deref() == Some("kafka-compare") {
+    let cli = <Cli as clap::Parser>::parse();
+    let mut args = match cli.mode {
         // refract against MirrorMaker 2 on real Apache Kafka brokers (bench/mm2-compare)
-        return mm2_compare::main(raw);
-    }
-    if mode.as_deref() == Some("baseline-pipe") {
-        let source = raw.next().context("source bootstrap")?;
-        let target = raw.next().context("target bootstrap")?;
-        let partitions: i32 = raw.next().context("partitions")?.parse()?;
-        return baseline_pipe(&source, &target, partitions);
-    }
-    let args = parse_args()?;
+        Some(Mode::KafkaCompare(opts)) => return mm2_compare::main(opts),
+        Some(Mode::BaselinePipe {
+            source,
+            target,
+            partitions,
+        }) => return baseline_pipe(&source, &target, partitions),
+        None => cli.args,
+    };
+    args.repeat = args.repeat.max(1);
     // A compile cache of this run's own: the first scenario that uses a plugin pays for compiling
     // it (its start CPU shows that), later runs of that plugin load it.
     let cache = tempfile::tempdir()?;

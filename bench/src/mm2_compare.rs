@@ -28,6 +28,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Message, Offset, TopicPartitionList};
+use refract_testkit::{free_port, BrokerOptions};
 
 const TOPIC: &str = "bench";
 /// A scratch topic on both brokers, filled and deleted before the runs.
@@ -59,30 +60,6 @@ const MM2_JVM: &[&str] = &[
     "-Djava.awt.headless=true",
 ];
 
-/// One node, replication factor 1, topics created only when asked for; otherwise Kafka's
-/// defaults (as tests/support's brokers, which also set the group join delay to 0 as Kafka's
-/// shipped server.properties does).
-const BROKER_PROPS: &[(&str, &str)] = &[
-    ("process.roles", "broker,controller"),
-    ("node.id", "1"),
-    ("controller.listener.names", "CONTROLLER"),
-    ("inter.broker.listener.name", "PLAINTEXT"),
-    (
-        "listener.security.protocol.map",
-        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-    ),
-    ("offsets.topic.replication.factor", "1"),
-    ("offsets.topic.num.partitions", "1"),
-    ("transaction.state.log.replication.factor", "1"),
-    ("transaction.state.log.min.isr", "1"),
-    ("transaction.state.log.num.partitions", "1"),
-    ("share.coordinator.state.topic.replication.factor", "1"),
-    ("share.coordinator.state.topic.min.isr", "1"),
-    ("group.initial.rebalance.delay.ms", "0"),
-    ("auto.create.topics.enable", "false"),
-    ("num.partitions", "1"),
-];
-
 /// The pass-through filter of `bench/run`'s scenario (c): a WASM component (embedded in the
 /// binary, built from plugins/ by host/plugin's build.rs) called on every batch, keeping all.
 const PASS_THROUGH: &str =
@@ -94,66 +71,48 @@ const CLUSTER_TASKS: u32 = 6;
 /// `[cluster] session_timeout` in the cluster-mode scenarios.
 const CLUSTER_SESSION_TIMEOUT: &str = "10s";
 
-struct Opts {
+/// The options of `refract-bench kafka-compare` (bench/mm2-compare passes `--kafka-libs`,
+/// `--java`, `--refract` and `--work-dir`, and adds its own arguments).
+#[derive(clap::Args, Debug)]
+pub struct Opts {
+    /// The folder of Apache Kafka jars (what .ci/install-kafka prints)
+    #[arg(long, value_name = "DIR")]
     kafka_libs: PathBuf,
+    /// The java to run the brokers and MirrorMaker 2 with [default: $JAVA_HOME/bin/java, else
+    /// java]
+    #[arg(long, value_name = "PATH", default_value_os_t = refract_testkit::java(), hide_default_value = true)]
     java: PathBuf,
+    /// The refract binary
+    #[arg(long, value_name = "PATH", default_value = "target/release/refract")]
     refract: PathBuf,
+    /// The folder for brokers, configurations and logs
+    #[arg(long = "work-dir", value_name = "DIR")]
     work: PathBuf,
+    /// Records in the source topic
+    #[arg(long, value_name = "N", default_value_t = 2_000_000)]
     records: usize,
+    /// Partitions of the source topic
+    #[arg(long, value_name = "N", default_value_t = 32)]
     partitions: i32,
+    /// Bytes per record value (at least 100)
+    #[arg(long, value_name = "N", default_value_t = 1024)]
     value_bytes: usize,
+    /// Runs of each scenario (the table shows the median run and the range)
+    #[arg(long, value_name = "N", default_value_t = 1)]
     repeat: usize,
+    /// Comma-separated scenarios to run (refract, refract-wasm, mm2, mm2-tuned, refract-x1,
+    /// refract-x2, refract-x3) [default: the first four]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// tasks.max of the mm2-tuned scenario
+    #[arg(long, value_name = "N", default_value_t = 1)]
     mm2_tasks: u32,
+    /// MirrorMaker 2's log level
+    #[arg(long, value_name = "LEVEL", default_value = "WARN")]
     mm2_log_level: String,
-    /// One untimed mirror run before the measured ones.
+    /// Skips the untimed mirror run before the measured ones
+    #[arg(long = "no-warm-up", action = clap::ArgAction::SetFalse)]
     warm_up_run: bool,
-}
-
-fn parse(mut it: impl Iterator<Item = String>) -> Result<Opts> {
-    let java = std::env::var_os("JAVA_HOME")
-        .map(|h| Path::new(&h).join("bin/java"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("java"));
-    let mut o = Opts {
-        kafka_libs: PathBuf::new(),
-        java,
-        refract: PathBuf::from("target/release/refract"),
-        work: PathBuf::new(),
-        records: 2_000_000,
-        partitions: 32,
-        value_bytes: 1024,
-        repeat: 1,
-        only: None,
-        mm2_tasks: 1,
-        mm2_log_level: "WARN".into(),
-        warm_up_run: true,
-    };
-    while let Some(a) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--kafka-libs" => o.kafka_libs = PathBuf::from(value()?),
-            "--java" => o.java = PathBuf::from(value()?),
-            "--refract" => o.refract = PathBuf::from(value()?),
-            "--work-dir" => o.work = PathBuf::from(value()?),
-            "--records" => o.records = value()?.parse().context("--records")?,
-            "--partitions" => o.partitions = value()?.parse().context("--partitions")?,
-            "--value-bytes" => o.value_bytes = value()?.parse().context("--value-bytes")?,
-            "--repeat" => o.repeat = value()?.parse::<usize>().context("--repeat")?.max(1),
-            "--only" => o.only = Some(value()?.split(',').map(str::to_string).collect()),
-            "--mm2-tasks" => o.mm2_tasks = value()?.parse().context("--mm2-tasks")?,
-            "--mm2-log-level" => o.mm2_log_level = value()?,
-            "--no-warm-up" => o.warm_up_run = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if o.kafka_libs.as_os_str().is_empty() || o.work.as_os_str().is_empty() {
-        bail!("--kafka-libs and --work-dir are required (bench/mm2-compare passes them)");
-    }
-    if o.value_bytes < 100 {
-        bail!("--value-bytes must be at least 100");
-    }
-    Ok(o)
 }
 
 enum Mirror {
@@ -192,8 +151,11 @@ struct Outcome {
     details: Vec<String>,
 }
 
-pub fn main(args: impl Iterator<Item = String>) -> Result<()> {
-    let opts = parse(args)?;
+pub fn main(mut opts: Opts) -> Result<()> {
+    opts.repeat = opts.repeat.max(1);
+    if opts.value_bytes < 100 {
+        bail!("--value-bytes must be at least 100");
+    }
     let started = Instant::now();
     let mut all = vec![
         Scenario {
@@ -636,20 +598,13 @@ fn run_once(
             }]
         }
         Mirror::RefractCluster { processes } => {
-            // The cluster module's info lines say which tasks each process took and gave away.
+            // The membership module's info lines say which tasks each process took and gave away.
             let rust_log = std::env::var("BENCH_RUST_LOG")
-                .unwrap_or_else(|_| "warn,refract_mirror::cluster=info".into());
-            let mut ports = Vec::new();
+                .unwrap_or_else(|_| "warn,refract_mirror::membership=info".into());
             let mut launches = Vec::new();
             for i in 1..=*processes {
                 let label = format!("p{i}");
-                let port = loop {
-                    let p = free_port()?;
-                    if !ports.contains(&p) {
-                        break p;
-                    }
-                };
-                ports.push(port);
+                let port = free_port();
                 let pipeline = format!(
                     "{clusters}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n[cluster]\ninstance = \"{label}\"\nsession_timeout = \"{CLUSTER_SESSION_TIMEOUT}\"\n\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\ntasks = {CLUSTER_TASKS}\n"
                 );
@@ -1222,110 +1177,32 @@ fn write_log4j(path: &Path, log: &Path, level: &str) -> Result<()> {
 }
 
 /// One Apache Kafka broker: a single-node KRaft cluster (combined broker and controller) with its
-/// data under the work folder.
-struct Broker {
-    proc: Proc,
-    bootstrap: String,
+/// data under the work folder, started by refract-testkit's launcher with what
+/// `kafka-server-start.sh` would give it, and otherwise Kafka's defaults.
+struct Broker(refract_testkit::Broker);
+
+impl std::ops::Deref for Broker {
+    type Target = refract_testkit::Broker;
+    fn deref(&self) -> &refract_testkit::Broker {
+        &self.0
+    }
 }
 
 impl Broker {
     fn start(opts: &Opts, name: &str) -> Result<Self> {
-        let mut last = String::new();
-        for attempt in 0..4 {
-            let dir = opts.work.join(format!("{name}-{attempt}"));
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let (port, cport) = (free_port()?, free_port()?);
-            let mut props: String = BROKER_PROPS
-                .iter()
-                .map(|(k, v)| format!("{k}={v}\n"))
-                .collect();
-            props.push_str(&format!(
-                "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 controller.quorum.voters=1@127.0.0.1:{cport}\n\
-                 log.dirs={}\n",
-                dir.join("data").display()
-            ));
-            let server = dir.join("server.properties");
-            std::fs::write(&server, props)
-                .with_context(|| format!("writing {}", server.display()))?;
-            let log4j = dir.join("log4j2.properties");
-            write_log4j(&log4j, &dir.join("broker.log"), "WARN")?;
-            let format = Command::new(&opts.java)
-                .arg("-cp")
-                .arg(classpath(opts))
-                .args([
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "-t",
-                    &cluster_id()?,
-                    "-c",
-                ])
-                .arg(&server)
-                .output()
-                .with_context(|| {
-                    format!("running {} (is Java 17+ installed?)", opts.java.display())
-                })?;
-            if !format.status.success() {
-                bail!(
-                    "kafka-storage format failed for {name}: {}{}",
-                    String::from_utf8_lossy(&format.stdout),
-                    String::from_utf8_lossy(&format.stderr)
-                );
-            }
-            let log_path = dir.join("stdout.log");
-            let log = std::fs::File::create(&log_path)
-                .with_context(|| format!("creating {}", log_path.display()))?;
-            let log_err = log.try_clone().context("broker log")?;
-            let child = Command::new(&opts.java)
-                .args(BROKER_JVM)
-                .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
-                .arg("-cp")
-                .arg(classpath(opts))
-                .arg("kafka.Kafka")
-                .arg(&server)
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err)
-                .spawn()
-                .with_context(|| format!("starting the {name} broker"))?;
-            let mut proc = Proc {
-                child,
-                log: dir.join("broker.log"),
-                grace: Duration::from_secs(30),
-            };
-            let bootstrap = format!("127.0.0.1:{port}");
-            let probe: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &bootstrap)
-                .create()
-                .context("metadata probe")?;
-            let deadline = Instant::now() + Duration::from_secs(120);
-            loop {
-                if let Err(e) = proc.check_alive() {
-                    let out = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    last = format!("{e:#}\n{out}");
-                    break;
-                }
-                if probe
-                    .fetch_metadata(None, Duration::from_secs(1))
-                    .is_ok_and(|md| !md.brokers().is_empty())
-                {
-                    eprintln!("{name} broker at {bootstrap}");
-                    return Ok(Self { proc, bootstrap });
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "the {name} broker serves no metadata after 120 s\n{}",
-                        proc.log_tail()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            if !last.contains("Address already in use") {
-                break;
-            }
-        }
-        bail!("the {name} broker did not start:\n{last}")
+        let options = BrokerOptions {
+            java: Some(opts.java.clone()),
+            kafka_libs: Some(opts.kafka_libs.clone()),
+            jvm: BROKER_JVM.iter().map(|s| s.to_string()).collect(),
+            // none of the tests' settings (no time retention, say): Kafka's defaults
+            props: Vec::new(),
+            parent_dir: Some(opts.work.clone()),
+            stop_grace: Some(Duration::from_secs(30)),
+            ..BrokerOptions::default()
+        };
+        let broker = refract_testkit::Broker::launch(name, &options)?;
+        eprintln!("{name} broker at {}", broker.bootstrap);
+        Ok(Self(broker))
     }
 
     /// Creates the broker's internal topics for groups and producer ids by using them once.
@@ -1469,43 +1346,6 @@ impl Broker {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.proc.stop();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("binding an ephemeral port")?;
-    Ok(l.local_addr().context("local address")?.port())
-}
-
-/// A random KRaft cluster id: 16 bytes, base64url without padding (22 characters).
-/// Its first character is never '-' or '_' (top bit cleared).
-fn cluster_id() -> Result<String> {
-    use std::io::Read;
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("reading /dev/urandom")?;
-    // An id starting with '-' would read as an option (Kafka's own Uuid.randomUuid avoids them too).
-    bytes[0] &= 0x7f;
-    let bits = u128::from_be_bytes(bytes);
-    // 22 characters of 6 bits = 132 bits: the 128 bits, then 4 zero bits
-    Ok((0..22)
-        .map(|i| {
-            let shift = 128i32 - 6 * (i + 1);
-            let v = if shift >= 0 {
-                (bits >> shift) & 63
-            } else {
-                (bits << -shift) & 63
-            };
-            ALPHABET[v as usize] as char
-        })
-        .collect())
 }
 
 /// Runs a future to completion on this thread (rdkafka's admin calls are futures; its default
