@@ -220,7 +220,7 @@ fn an_oversized_record_degrades_its_partition_only_and_recovers_once_accepted() 
 
 /// `refract status` against the running process.
 fn refract_status(refract: &Refract, addr: &str) -> std::process::Output {
-    support::refract(&[
+    support::Refract::output(&[
         "status",
         "--config",
         refract.pipeline.to_str().expect("path"),

@@ -4,7 +4,7 @@ mod support;
 
 #[test]
 fn demo_mirrors_everything_and_exits_zero() {
-    let out = support::refract(&["demo"]);
+    let out = support::Refract::output(&["demo"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(

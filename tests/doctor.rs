@@ -41,7 +41,7 @@ fn check_connect(pipeline: &str) -> (i32, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = write_pipeline(dir.path(), pipeline);
     let started = Instant::now();
-    let out: Output = refract(&["check", "--connect", path.to_str().expect("utf-8 path")]);
+    let out: Output = Refract::output(&["check", "--connect", path.to_str().expect("utf-8 path")]);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -14,11 +14,15 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let rename = guest("rename.wasm").display().to_string();
-    let misbehaving = guest("misbehaving_policy.wasm").display().to_string();
-    let filter_shaped = guest("filter_shaped.wasm").display().to_string();
-    let future = guest("future_policy.wasm").display().to_string();
-    let filter_processor = guest("filter_processor.wasm").display().to_string();
+    let rename = Refract::guest("rename.wasm").display().to_string();
+    let misbehaving = Refract::guest("misbehaving_policy.wasm")
+        .display()
+        .to_string();
+    let filter_shaped = Refract::guest("filter_shaped.wasm").display().to_string();
+    let future = Refract::guest("future_policy.wasm").display().to_string();
+    let filter_processor = Refract::guest("filter_processor.wasm")
+        .display()
+        .to_string();
     let flow = |extra: &str| format!("[[flow]]\nsource = \"a\"\ntarget = \"c\"\n{extra}\n");
     vec![
         Case { name: "unknown key", flow: flow("topicz = [\"x\"]"), expect: vec![":11:".into(), "topicz".into()] },
@@ -110,7 +114,7 @@ fn bad_pipelines_and_plugins_are_rejected_before_anything_starts() {
         let path = write_pipeline(dir.path(), &text);
         let path_str = path.display().to_string();
         for command in ["check", "run"] {
-            let out = refract(&[command, &path_str]);
+            let out = Refract::output(&[command, &path_str]);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(
                 out.status.code(),

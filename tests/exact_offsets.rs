@@ -17,7 +17,7 @@ fn translate(
     from: &str,
     to: &str,
 ) -> BTreeMap<(String, i32), (i64, String)> {
-    translate_lines(&refract.pipeline, group, from, to)
+    Refract::translate_lines(&refract.pipeline, group, from, to)
 }
 
 /// Waits until every partition in `want` translates to exactly its offset, with `exact`.

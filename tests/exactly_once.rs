@@ -96,7 +96,7 @@ fn ten_sigkills_and_read_committed_sees_each_record_once() {
         "10 SIGKILLs, exactly-once: {produced} records, each once for read_committed; {aborted} records of aborted transactions seen only by read_uncommitted"
     );
     // `refract verify` reads the target read_committed: every partition matches its source.
-    let verified = support::refract(&["verify", "--config", &path_str(&refract.pipeline)]);
+    let verified = support::Refract::output(&["verify", "--config", &path_str(&refract.pipeline)]);
     let report = String::from_utf8_lossy(&verified.stdout);
     assert!(verified.status.success(), "{report}");
     assert_eq!(
@@ -161,7 +161,7 @@ fn fan_out_and_dead_letters_under_sigkills_land_once() {
     let producing = Producing::start(&a, &topic, 2);
     let processors = format!(
         "processors = [ {{ plugin = \"{}\", config = {{ copies = 3, reject_on = \"r40\" }}, on_error = \"dead-letter\" }} ]\n",
-        guest("test_transform.wasm").display()
+        Refract::guest("test_transform.wasm").display()
     );
     let text = pipeline(&[("a", &a), ("b", &b)], &flows(&topic, &processors));
     let mut refract = Refract::start(&text, &[]);

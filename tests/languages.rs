@@ -146,7 +146,7 @@ fn every_policy_example_answers_the_shared_cases() {
         .collect();
     let out = std::process::Command::new("python3")
         .arg(dir.join("check-policies.py"))
-        .args(["--refract", refract_bin()])
+        .args(["--refract", Refract::bin()])
         .args(&policies)
         .output()
         .expect("run check-policies.py");

@@ -107,7 +107,10 @@ fn plugin_hot_swap_under_continuous_production() {
     a.create_topic(&topic, 2);
     let dir = tempfile::tempdir().expect("tmp");
     let plugin = dir.path().join("filter.wasm");
-    let (even, odd) = (guest("keep_even.wasm"), guest("keep_odd.wasm"));
+    let (even, odd) = (
+        Refract::guest("keep_even.wasm"),
+        Refract::guest("keep_odd.wasm"),
+    );
     std::fs::copy(&even, &plugin).expect("plugin");
     let flows = format!(
         "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\nemit_checkpoints = false\nprocessors = [{{ plugin = \"{}\" }}]\n",
@@ -511,7 +514,7 @@ fn metrics_health_status_and_reload_endpoints() {
 }
 
 fn refract_cmd(args: &[&str]) -> std::process::Output {
-    support::refract(args)
+    support::Refract::output(args)
 }
 
 /// Migration mode: `run --until-caught-up` mirrors everything, verifies and exits 0; the target

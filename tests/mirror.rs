@@ -110,7 +110,7 @@ fn rename_plugin_loaded_from_its_file() {
         format!("{base}-legacy"),
     ];
     let names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let plugin = guest("rename.wasm");
+    let plugin = Refract::guest("rename.wasm");
     let policy = format!(
         "policy = {{ plugin = \"{}\", config = {{ rules = [{{ match = \"(.*)-v1\", replace = \"$1\" }}, {{ match = \"(.*)-legacy\", replace = \"$1-old\" }}] }} }}",
         plugin.display()

@@ -52,7 +52,7 @@ fn failover_and_failback_resume_near_the_committed_position() {
     refract.wait(
         "checkpoints within offset_lag_max for both partitions",
         || {
-            translated = refract_translate(&refract.pipeline, &group, "a", "b");
+            translated = Refract::translate(&refract.pipeline, &group, "a", "b");
             translated.len() == 2
                 && consumed
                     .iter()
@@ -89,7 +89,7 @@ fn failover_and_failback_resume_near_the_committed_position() {
     });
     let mut failback = BTreeMap::new();
     refract.wait("failback checkpoints", || {
-        failback = refract_translate(&refract.pipeline, &group, "b", "a");
+        failback = Refract::translate(&refract.pipeline, &group, "b", "a");
         failback.len() == 2
             && back
                 .iter()
@@ -278,7 +278,7 @@ fn heartbeats(broker: &Broker, topic: &str) -> Vec<Heartbeat> {
 }
 
 fn topology(pipeline: &std::path::Path) -> String {
-    let out = refract(&["topology", "--config", pipeline.to_str().expect("path")]);
+    let out = Refract::output(&["topology", "--config", pipeline.to_str().expect("path")]);
     assert!(
         out.status.success(),
         "{}",
@@ -581,7 +581,7 @@ fn mm2_properties_fixtures_convert_and_run() {
     }
     for (file, source, target, topic, remote) in &cases {
         let text = std::fs::read_to_string(dir.join(file)).expect("fixture");
-        let converted = refract(&["convert", dir.join(file).to_str().expect("path")]);
+        let converted = Refract::output(&["convert", dir.join(file).to_str().expect("path")]);
         assert!(
             converted.status.success(),
             "{file}: {}",
@@ -620,7 +620,7 @@ fn mm2_properties_fixtures_convert_and_run() {
         let path = tmp.path().join(file);
         std::fs::write(&path, pointed).expect("write");
         let log = tmp.path().join("refract.log");
-        let mut cmd = std::process::Command::new(refract_bin());
+        let mut cmd = std::process::Command::new(Refract::bin());
         cmd.arg("run")
             .arg(&path)
             .stdout(std::fs::File::create(&log).expect("log"))

@@ -199,7 +199,7 @@ impl RefractRun {
     fn start(file: &Path) -> Self {
         let log = file.with_file_name("refract.log");
         let out = std::fs::File::create(&log).expect("refract.log");
-        let child = Command::new(refract_bin())
+        let child = Command::new(Refract::bin())
             .arg("run")
             .arg(file)
             .env("RUST_LOG", "info,refract_mirror=debug")
@@ -314,13 +314,13 @@ fn mm2_translate_offsets_reads_refract_checkpoints() {
     // the sync at or before 37 (+1 when not exact).
     let mut ours = Offsets::new();
     refract.wait("checkpoints at the end of partition 0", || {
-        ours = refract_translate(&refract.pipeline, &group, "a", "b");
+        ours = Refract::translate(&refract.pipeline, &group, "a", "b");
         ours.len() == 3 && ours[&(remote.clone(), 0)] == 100
     });
     let mut theirs = Offsets::new();
     refract.wait("MM2's RemoteClusterUtils to read the same offsets", || {
         theirs = mm2_translate(&b, "a", &group);
-        ours = refract_translate(&refract.pipeline, &group, "a", "b");
+        ours = Refract::translate(&refract.pipeline, &group, "a", "b");
         theirs == ours
     });
     assert_eq!(theirs, ours);
@@ -362,14 +362,14 @@ fn refract_reads_offset_syncs_and_checkpoints_mm2_wrote() {
     mm2.wait_after_start(
         "a checkpoint for every partition, at the end of partition 0",
         || {
-            ours = refract_translate(&properties, &group, "a", "b");
+            ours = Refract::translate(&properties, &group, "a", "b");
             ours.len() == 3 && ours[&(remote.clone(), 0)] == 100
         },
     );
     let mut theirs = Offsets::new();
     mm2.wait_after_start("RemoteClusterUtils and refract agreeing", || {
         theirs = mm2_translate(&b, "a", &group);
-        ours = refract_translate(&properties, &group, "a", "b");
+        ours = Refract::translate(&properties, &group, "a", "b");
         theirs == ours
     });
     let p2 = theirs[&(remote.clone(), 2)];
@@ -492,7 +492,7 @@ fn refract_takes_over_from_a_stopped_mm2_without_recopying() {
     assert!(log.contains(&line), "{line}\n{log}");
     assert!(!log.contains("mirrored again"), "no duplicates:\n{log}");
     // refract verify on the same file: source and target match.
-    let verify = refract(&["verify", "--config", properties.to_str().expect("path")]);
+    let verify = Refract::output(&["verify", "--config", properties.to_str().expect("path")]);
     let report = String::from_utf8_lossy(&verify.stdout);
     assert!(
         verify.status.success(),

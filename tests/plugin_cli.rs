@@ -1,5 +1,7 @@
 //! `refract plugin test` runs any plugin on sample input without Kafka and prints JSON lines.
 
+#[path = "support/hostile.rs"]
+mod hostile;
 mod support;
 
 use std::io::Write;
@@ -17,7 +19,7 @@ fn plugin_test_within(
     input: &str,
     limit: Duration,
 ) -> (Option<i32>, Vec<serde_json::Value>, String) {
-    let mut child = Command::new(support::refract_bin())
+    let mut child = Command::new(support::Refract::bin())
         .args(["plugin", "test"])
         .args(args)
         .args(["--input", "-"])
@@ -121,7 +123,9 @@ fn policies_print_naming_and_cycle_answers() {
 
 #[test]
 fn a_failing_plugin_prints_error_lines_and_exits_non_zero() {
-    let plugin = support::guest("test_transform.wasm").display().to_string();
+    let plugin = support::Refract::guest("test_transform.wasm")
+        .display()
+        .to_string();
     let (code, lines, stderr) = plugin_test(
         &[&plugin, "--config", "panic_on=boom"],
         "{\"value\":\"boom\"}\n",
@@ -147,7 +151,7 @@ fn check(flow_extra: &str) -> (Option<i32>, String, String) {
             "[clusters.a]\nbootstrap = \"localhost:1\"\n[clusters.b]\nbootstrap = \"localhost:2\"\n\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"orders-v1\", \"payments.*\"]\n{flow_extra}\n"
         ),
     );
-    let out = support::refract(&["check", &path.display().to_string()]);
+    let out = support::Refract::output(&["check", &path.display().to_string()]);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -172,7 +176,7 @@ fn check_exercises_policies_and_processors_before_anything_runs() {
     );
 
     // A policy that fails on every call: caught by check, naming the flow, plugin and call.
-    let misbehaving = support::guest("misbehaving_policy.wasm")
+    let misbehaving = support::Refract::guest("misbehaving_policy.wasm")
         .display()
         .to_string();
     let (code, stdout, stderr) = check(&format!(
@@ -200,7 +204,9 @@ fn check_exercises_policies_and_processors_before_anything_runs() {
     );
 
     // A processor that fails on the sample record.
-    let transform = support::guest("test_transform.wasm").display().to_string();
+    let transform = support::Refract::guest("test_transform.wasm")
+        .display()
+        .to_string();
     let (code, _, stderr) = check(&format!(
         "processors = [{{ plugin = \"{transform}\", config = {{ panic_on = '{{\"id\":1,\"name\":\"sample\"}}' }} }}]"
     ));
@@ -212,7 +218,9 @@ fn check_exercises_policies_and_processors_before_anything_runs() {
     );
 
     // A component of the wrong kind is refused by its exports, before it is compiled.
-    let filter = support::guest("keep_even.wasm").display().to_string();
+    let filter = support::Refract::guest("keep_even.wasm")
+        .display()
+        .to_string();
     let (code, _, stderr) = check(&format!("policy = {{ plugin = \"{filter}\" }}"));
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
@@ -250,7 +258,7 @@ fn policy_input_takes_plain_topic_names_and_reports_illegal_remote_names() {
 
 #[test]
 fn plugin_test_takes_limits_and_rejects_broken_config_values() {
-    let misbehaving = support::guest("misbehaving_policy.wasm")
+    let misbehaving = support::Refract::guest("misbehaving_policy.wasm")
         .display()
         .to_string();
     let (code, lines, stderr) = plugin_test(
@@ -342,14 +350,16 @@ fn keep_error_keep(lines: &[serde_json::Value], needles: &[&str]) -> String {
 }
 
 fn hostile() -> String {
-    support::guest("hostile.wasm").display().to_string()
+    support::Refract::guest("hostile.wasm")
+        .display()
+        .to_string()
 }
 
 /// An hour's sleep in Rust or Python returns at once (plugin clocks are virtual): the marker is
 /// kept and the command ends in seconds.
 #[test]
 fn plugin_test_sleeps_return_at_once() {
-    let python = support::hostile::python().display().to_string();
+    let python = hostile::python().display().to_string();
     for plugin in [hostile(), python] {
         let (code, lines, stderr) = within_seconds(
             &[
@@ -397,7 +407,7 @@ fn plugin_test_stops_spinning_on_the_clock_at_the_deadline() {
 #[test]
 fn plugin_test_holds_memories_and_tables_to_one_budget() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let plugin = support::hostile::memory(dir.path()).display().to_string();
+    let plugin = hostile::memory(dir.path()).display().to_string();
     let input = "{\"partition\":0,\"value\":\"memory\"}\n{\"partition\":1,\"value\":\"tables\"}\n{\"partition\":2,\"value\":\"after\"}\n";
     let (code, lines, stderr) = plugin_test(&[&plugin, "--memory-limit", "128MiB"], input);
     assert_eq!(code, Some(2), "{stderr}");
@@ -498,7 +508,7 @@ fn plugin_test_cuts_and_rate_limits_a_log_flood() {
     );
     assert_eq!(code, Some(0), "{stderr}");
     assert!(lines.iter().all(|l| l["outcome"] == "keep"), "{lines:?}");
-    support::hostile::assert_log_flood_cut(&stderr);
+    hostile::assert_log_flood_cut(&stderr);
     assert!(
         stderr.contains("log lines dropped"),
         "{}",
@@ -510,7 +520,7 @@ fn plugin_test_cuts_and_rate_limits_a_log_flood() {
 /// plugin's failure in its own words, and nothing the command prints comes near a megabyte.
 #[test]
 fn plugin_test_cuts_huge_panic_and_exception_messages() {
-    let python = support::hostile::python().display().to_string();
+    let python = hostile::python().display().to_string();
     for (plugin, attack, own_words) in [
         (python, "attack=huge-raise", "ValueError: xxx"),
         (hostile(), "attack=huge-panic", "hostile huge-panic xxx"),

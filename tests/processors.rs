@@ -1,6 +1,8 @@
 //! Record processors (filters and transforms) on real records through real flows between two
 //! Apache Kafka brokers, with real `.wasm` components: the built-ins and a test transform.
 
+#[path = "support/hostile.rs"]
+mod hostile;
 mod support;
 
 use support::*;
@@ -164,7 +166,7 @@ fn transform_fans_one_record_out_into_three() {
     let records: Vec<TestRecord> = (0..10)
         .map(|i| record((i % 2) as i32, i, &format!("v{i}"), &[]))
         .collect();
-    let plugin = guest("test_transform.wasm");
+    let plugin = Refract::guest("test_transform.wasm");
     let (_a, b, mut refract, _, remote) = start(
         &records,
         &format!(
@@ -194,7 +196,7 @@ fn dead_letter_holds_exactly_the_failed_records() {
     let records: Vec<TestRecord> = (0..24)
         .map(|i| record(0, i, &format!("v{i}"), &[("h", "x")]))
         .collect();
-    let plugin = guest("test_transform.wasm");
+    let plugin = Refract::guest("test_transform.wasm");
     let (_a, b, mut refract, topic, remote) = start(
         &records,
         &format!(
@@ -261,7 +263,7 @@ fn stop_halts_the_flow_and_a_restart_loses_nothing() {
     let records: Vec<TestRecord> = (0..20)
         .map(|i| record((i % 2) as i32, i, &format!("v{i}"), &[]))
         .collect();
-    let plugin = guest("test_transform.wasm");
+    let plugin = Refract::guest("test_transform.wasm");
     let bad = format!(
         "{{ plugin = \"{}\", config = {{ panic_on = \"v13\" }}, on_error = \"stop\" }}",
         plugin.display()
@@ -315,7 +317,7 @@ fn record_events_agree_in_status_metrics_and_log() {
                 "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nheartbeats_replication = false\nemit_heartbeats = false\ncommit_interval = \"300ms\"\nprocessors = [\n\
                  {{ plugin = \"builtin:filter\", config = {{ header = \"env\", header_value = \"test\" }} }},\n\
                  {{ plugin = \"{}\", config = {{ panic_on = \"v3\", reject_on = \"v9\" }}, on_error = \"skip\" }},\n]\n",
-                guest("test_transform.wasm").display()
+                Refract::guest("test_transform.wasm").display()
             )
         )
     );
@@ -500,7 +502,7 @@ fn error_message(letter: &TestRecord, needles: &[&str]) -> String {
 fn hostile(config: &str, extra: &str) -> String {
     format!(
         "{{ plugin = \"{}\", config = {{ {config} }}, on_error = \"dead-letter\"{extra} }}",
-        guest("hostile.wasm").display()
+        Refract::guest("hostile.wasm").display()
     )
 }
 
@@ -509,7 +511,7 @@ fn hostile(config: &str, extra: &str) -> String {
 /// flow mirrors everything, hours before either sleep could have ended.
 #[test]
 fn sleeping_plugins_hold_up_nothing() {
-    let python = support::hostile::python();
+    let python = hostile::python();
     let processors = format!(
         "{},\n{{ plugin = \"{}\", config = {{ attack = \"sleep\", on = \"sleep\" }}, on_error = \"dead-letter\", call_timeout = \"500ms\" }}",
         hostile("attack = \"sleep\", on = \"sleep\"", ", call_timeout = \"500ms\""),
@@ -544,7 +546,7 @@ fn spinning_on_the_clock_is_stopped_by_the_call_deadline() {
 #[test]
 fn memories_and_tables_share_one_budget() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let plugin = support::hostile::memory(dir.path());
+    let plugin = hostile::memory(dir.path());
     let a = Broker::shared("a");
     let b = Broker::shared("b");
     let topic = unique("hostile-memory");
@@ -630,7 +632,7 @@ fn a_log_flood_is_cut_and_rate_limited() {
     attacked.refract.wait("the dropped log lines reported", || {
         attacked.refract.log().contains("log lines dropped")
     });
-    support::hostile::assert_log_flood_cut(&attacked.refract.log());
+    hostile::assert_log_flood_cut(&attacked.refract.log());
     assert_eq!(attacked.refract.stop(), Some(0));
 }
 
@@ -639,7 +641,7 @@ fn a_log_flood_is_cut_and_rate_limited() {
 /// (1 MiB) and keeps the source record's key, value and headers.
 #[test]
 fn huge_panic_and_exception_messages_are_cut() {
-    let python = support::hostile::python();
+    let python = hostile::python();
     let processors = format!(
         "{{ plugin = \"{}\", config = {{ attack = \"huge-raise\", on = \"raise\" }}, on_error = \"dead-letter\" }},\n{}",
         python.display(),

@@ -17,7 +17,7 @@ const KINDS: [&str; 3] = ["policy", "filter", "transform"];
 /// `refract plugin new --kind KIND --lang LANG <dir>/<lang>-<kind>`; the project folder.
 fn new_project(dir: &Path, lang: &str, kind: &str) -> PathBuf {
     let project = dir.join(format!("{lang}-{kind}"));
-    let out = refract(&[
+    let out = Refract::output(&[
         "plugin",
         "new",
         "--kind",
@@ -67,7 +67,7 @@ fn plugin_test(project: &Path, wasm: &Path, extra: &[&str]) -> (Option<i32>, Vec
     } else {
         "records.jsonl"
     };
-    let out = Command::new(refract_bin())
+    let out = Command::new(Refract::bin())
         .current_dir(project)
         .args([
             "plugin",
@@ -193,7 +193,7 @@ fn exception_in_own_words(lang: &str, kind: &str, change: (&str, &str), exceptio
 
     let input = project.join("boom.jsonl");
     std::fs::write(&input, "{\"value\":\"fine\"}\n{\"value\":\"boom\"}\n").expect("input");
-    let out = Command::new(refract_bin())
+    let out = Command::new(Refract::bin())
         .args(["plugin", "test", &wasm.display().to_string(), "--input"])
         .arg(&input)
         .output()
@@ -346,7 +346,7 @@ export const recordFilter = { filter(batch) { throw new TypeError(`bad record in
             "filter was stopped: TypeError: bad record in orders [wasm trap",
         ),
     ] {
-        let out = Command::new(refract_bin())
+        let out = Command::new(Refract::bin())
             .args(["plugin", "test", &wasm.display().to_string(), "--input"])
             .arg(&input)
             .output()

@@ -66,7 +66,7 @@ fn scram_sasl_ssl_source_to_mtls_target_is_byte_exact_and_secrets_stay_secret() 
     let addr = mirror.metrics_addr();
     let status = http(&addr, "GET", "/status").1;
     let metrics = http(&addr, "GET", "/metrics").1;
-    let status_cmd = refract(&["status", "--addr", &addr]);
+    let status_cmd = Refract::output(&["status", "--addr", &addr]);
     let printed = format!(
         "{}{status}{metrics}{}{}",
         mirror.log(),
@@ -464,7 +464,7 @@ fn oidc_client_credentials_tokens_are_fetched_and_refreshed() {
     // A wrong secret: `check --connect` names the cluster, the endpoint and its answer.
     let dir = tempfile::tempdir().expect("temp dir");
     let path = write_pipeline(dir.path(), &pipeline);
-    let out = std::process::Command::new(refract_bin())
+    let out = std::process::Command::new(Refract::bin())
         .args(["check", "--connect", path_str(&path).as_str()])
         .env("OIDC_SECRET", "wrong-secret-90ab")
         .output()

@@ -17,7 +17,7 @@ fn verify(pipeline: &std::path::Path, extra: &[&str]) -> Output {
     let path = pipeline.to_str().expect("utf-8 path");
     let mut args = vec!["verify", "--config", path];
     args.extend_from_slice(extra);
-    refract(&args)
+    Refract::output(&args)
 }
 
 /// The partition lines of a verify run: (status, remote topic, partition, whole line).

@@ -80,7 +80,8 @@ struct Args {
     value_bytes: usize,
     /// Comma-separated scenario letters to run (a, b, c, d, e, f, g, h, i) and `latency`
     /// [default: all]
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    // Set, not the default Append: a second --only replaces the first (as it always did)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', action = clap::ArgAction::Set)]
     only: Option<Vec<String>>,
     /// The Python filter of scenario (f), run when the file exists
     #[arg(
@@ -755,4 +756,102 @@ fn assign_all(consumer: &BaseConsumer, topic: &str, partitions: i32, offset: Off
     }
     consumer.assign(&tpl)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Mode};
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("refract-bench").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// The flags bench/run and the README pass, with the meanings the hand-written parser gave
+    /// them.
+    #[test]
+    fn bench_run_flags_parse_as_before() {
+        let defaults = parse(&[]).args;
+        assert_eq!(defaults.refract.to_str(), Some("target/release/refract"));
+        assert_eq!(
+            (defaults.records, defaults.partitions, defaults.value_bytes),
+            (120_000, 32, 1024)
+        );
+        assert_eq!((defaults.repeat, defaults.latency_linger_ms), (1, 5));
+        assert!(defaults.only.is_none() && defaults.latency_rate.is_none());
+        assert_eq!(
+            defaults.python_filter.as_deref().and_then(|p| p.to_str()),
+            Some("examples/plugins/python/filter.wasm")
+        );
+        assert_eq!(defaults.flow_extra, "");
+
+        let a = parse(&[
+            "--refract",
+            "target/release/refract",
+            "--records",
+            "60000",
+            "--only",
+            "a,b,c,latency",
+            "--repeat",
+            "5",
+            "--flow-extra",
+            "provenance_header = false",
+            "--latency-linger-ms",
+            "0",
+            "--partitions",
+            "8",
+            "--value-bytes",
+            "100",
+            "--python-filter",
+            "f.wasm",
+            "--latency-rate",
+            "2500.5",
+        ])
+        .args;
+        assert_eq!(a.records, 60_000);
+        assert_eq!(
+            a.only.as_deref(),
+            Some(&["a", "b", "c", "latency"].map(String::from)[..])
+        );
+        assert_eq!((a.repeat, a.latency_linger_ms), (5, 0));
+        assert_eq!(a.flow_extra, "provenance_header = false");
+        assert_eq!((a.partitions, a.value_bytes), (8, 100));
+        assert_eq!(
+            a.python_filter.as_deref().and_then(|p| p.to_str()),
+            Some("f.wasm")
+        );
+        assert_eq!(a.latency_rate, Some(2500.5));
+
+        // As before: a flag given twice takes its last value; a value may start with '-'.
+        let twice = parse(&[
+            "--only",
+            "a",
+            "--only",
+            "b",
+            "--flow-extra",
+            "-x",
+            "--repeat",
+            "3",
+        ]);
+        assert_eq!(twice.args.only.as_deref(), Some(&["b".to_string()][..]));
+        assert_eq!(twice.args.flow_extra, "-x");
+        assert!(Cli::try_parse_from(["refract-bench", "--unknown"]).is_err());
+    }
+
+    #[test]
+    fn baseline_pipe_takes_three_positional_arguments() {
+        match parse(&["baseline-pipe", "127.0.0.1:1", "127.0.0.1:2", "32"]).mode {
+            Some(Mode::BaselinePipe {
+                source,
+                target,
+                partitions,
+            }) => assert_eq!(
+                (&*source, &*target, partitions),
+                ("127.0.0.1:1", "127.0.0.1:2", 32)
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -102,7 +102,8 @@ pub struct Opts {
     repeat: usize,
     /// Comma-separated scenarios to run (refract, refract-wasm, mm2, mm2-tuned, refract-x1,
     /// refract-x2, refract-x3) [default: the first four]
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    // Set, not the default Append: a second --only replaces the first (as it always did)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', action = clap::ArgAction::Set)]
     only: Option<Vec<String>>,
     /// tasks.max of the mm2-tuned scenario
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -1387,5 +1388,93 @@ mod tests {
         assert_eq!(s.history, ["+[0, 1, 2]", "-[2]"]);
         assert_eq!((s.warn, s.error), (1, 1));
         assert!(s.first_problem.unwrap().contains("something slow"));
+    }
+}
+
+#[cfg(test)]
+mod opts_tests {
+    use clap::Parser;
+
+    use crate::{Cli, Mode};
+
+    fn opts(args: &[&str]) -> super::Opts {
+        let all = [
+            "refract-bench",
+            "kafka-compare",
+            "--kafka-libs",
+            "/libs",
+            "--work-dir",
+            "/w",
+        ];
+        let cli = Cli::try_parse_from(all.iter().chain(args).copied())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        match cli.mode {
+            Some(Mode::KafkaCompare(opts)) => opts,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The flags bench/mm2-compare and the README pass, with the meanings the hand-written
+    /// parser gave them.
+    #[test]
+    fn kafka_compare_flags_parse_as_before() {
+        let d = opts(&[]);
+        assert_eq!(
+            (d.kafka_libs.to_str(), d.work.to_str()),
+            (Some("/libs"), Some("/w"))
+        );
+        assert_eq!(d.refract.to_str(), Some("target/release/refract"));
+        assert_eq!(
+            (d.records, d.partitions, d.value_bytes),
+            (2_000_000, 32, 1024)
+        );
+        assert_eq!(
+            (d.repeat, d.mm2_tasks, d.mm2_log_level.as_str()),
+            (1, 1, "WARN")
+        );
+        assert!(d.only.is_none() && d.warm_up_run);
+        assert_eq!(d.java, refract_testkit::java());
+
+        let o = opts(&[
+            "--java",
+            "/jdk/bin/java",
+            "--refract",
+            "/r",
+            "--records",
+            "1000000",
+            "--repeat",
+            "3",
+            "--only",
+            "refract,refract-x1,mm2",
+            "--mm2-tasks",
+            "2",
+            "--partitions",
+            "4",
+            "--value-bytes",
+            "200",
+            "--mm2-log-level",
+            "INFO",
+            "--no-warm-up",
+        ]);
+        assert_eq!(
+            (o.java.to_str(), o.refract.to_str()),
+            (Some("/jdk/bin/java"), Some("/r"))
+        );
+        assert_eq!((o.records, o.repeat, o.mm2_tasks), (1_000_000, 3, 2));
+        assert_eq!(
+            o.only.as_deref(),
+            Some(&["refract", "refract-x1", "mm2"].map(String::from)[..])
+        );
+        assert_eq!((o.partitions, o.value_bytes), (4, 200));
+        assert_eq!(o.mm2_log_level, "INFO");
+        assert!(!o.warm_up_run);
+
+        // --kafka-libs and --work-dir are required (bench/mm2-compare passes them).
+        assert!(
+            Cli::try_parse_from(["refract-bench", "kafka-compare", "--work-dir", "/w"]).is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["refract-bench", "kafka-compare", "--kafka-libs", "/l"]).is_err()
+        );
     }
 }

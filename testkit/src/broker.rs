@@ -1,7 +1,7 @@
 //! The Apache Kafka broker launcher: single-node KRaft clusters (combined broker and controller)
 //! started with `java` from the jars `.ci/install-kafka` resolves, on free loopback ports, plus
 //! the broker's process itself (start, readiness, kill, freeze, resume); the admin, produce and
-//! read helpers the tests use on a broker are in [`clients`].
+//! read helpers the tests use on a broker are in `broker/clients.rs`.
 
 mod clients;
 
@@ -27,7 +27,8 @@ pub fn kafka_libs() -> &'static Path {
         if let Some(p) = std::env::var_os("REFRACT_KAFKA_LIBS") {
             return PathBuf::from(p);
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/install-kafka");
+        // This crate is `testkit/` at the repository's root.
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/install-kafka");
         let out = Command::new("bash")
             .arg(&script)
             .stderr(Stdio::inherit())
@@ -363,7 +364,7 @@ impl Broker {
 
     /// A broker shared by every test of this test binary that asks for `cluster`; started on
     /// first use and stopped when the binary exits. Safe for tests that use only topics and groups
-    /// named by [`unique`] and pipelines that select only those topics.
+    /// named by [`unique`](crate::unique) and pipelines that select only those topics.
     pub fn shared(cluster: &str) -> &'static Broker {
         static SHARED: Mutex<BTreeMap<String, &'static OnceLock<Broker>>> =
             Mutex::new(BTreeMap::new());
@@ -404,15 +405,17 @@ impl Broker {
             )
         })?;
         *self.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
-        let probe: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .create()
-            .map_err(|e| format!("metadata probe: {e}"))?;
         let deadline = Instant::now() + DEADLINE;
         loop {
             if let Some(status) = self.exited() {
                 return Err(format!("exited with {status}\n{}", self.log()));
             }
+            // A new client each round: one client's reconnect backoff grows to 10 s while the
+            // JVM starts, which would add seconds to every broker start.
+            let probe: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &self.bootstrap)
+                .create()
+                .map_err(|e| format!("metadata probe: {e}"))?;
             let ready = probe
                 .fetch_metadata(None, Duration::from_secs(1))
                 .is_ok_and(|md| !md.brokers().is_empty());

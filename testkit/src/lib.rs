@@ -3,32 +3,46 @@
 //! Both start real single-node Apache Kafka brokers (KRaft, from the jars `.ci/install-kafka`
 //! resolves) on free loopback ports and check the records that land on them. Before this crate
 //! the tests and the benchmark each carried a broker launcher, a free-port helper and a cluster
-//! id generator of their own, which drifted apart; here there is one of each:
+//! id generator of their own, which drifted apart; here there is one of each. And being a
+//! library, its items are no dead code in a test binary that leaves some of them unused, which
+//! a module compiled into each of the tests (`tests/support`) cannot say of its own.
 //!
 //! - [`Broker`] ([`broker`]): finds Java and the Kafka jars, formats and starts a broker with
 //!   [`BrokerOptions`], waits until it serves metadata, stops, kills, freezes and restarts it,
-//!   and wraps the admin calls the tests need;
+//!   and wraps the admin, produce and read calls the tests need;
 //! - [`free_port`] and [`cluster_id`] ([`ports`]);
-//! - record checks ([`records`]): [`TestRecord`], producing and reading topics back, and
+//! - record checks ([`records`]): [`TestRecord`], sample records, a background producer and
 //!   [`assert_mirrored_in_order`];
 //! - waits with one generous [`DEADLINE`] ([`wait`]);
-//! - [`RefractProcess`] ([`process`]): a `refract run` process whose binary the caller names
-//!   (`env!("CARGO_BIN_EXE_refract")` exists only in the cli package's integration tests).
+//! - [`RefractProcess`] ([`process`]): a `refract run` process and one-shot commands of the
+//!   binary a [`Build`] names (`env!("CARGO_BIN_EXE_refract")` exists only in the cli package's
+//!   integration tests, which implement it);
+//! - pipeline files ([`pipeline`](mod@pipeline)) and the metrics endpoint ([`metrics`]);
+//! - with the `tls` feature, test certificates and brokers with TLS and SASL listeners
+//!   ([`tls`]).
 //!
 //! Functions that tests call panic on failure (a failed test); [`Broker::launch`], which the
 //! benchmark calls, returns errors instead.
 
 pub mod broker;
+pub mod metrics;
+pub mod pipeline;
 pub mod ports;
 pub mod process;
 pub mod records;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod wait;
 
 pub use broker::{java, kafka_java, kafka_libs, spawn_owned, Broker, BrokerOptions};
+pub use metrics::{http, series};
+pub use pipeline::{flow, path_str, pipeline, write_pipeline, FAST};
 pub use ports::{cluster_id, free_port};
-pub use process::{write_pipeline, RefractProcess};
+pub use process::{parse_offsets, Build, Offsets, RefractProcess};
 pub use records::{
     assert_mirrored_in_order, by_partition, sample_records, Deliveries, Producing, TestRecord,
     PROVENANCE,
 };
+#[cfg(feature = "tls")]
+pub use tls::{secure_broker, Secure, ADMIN_PASSWORD, MIRROR_PASSWORD};
 pub use wait::{unique, wait_before, wait_or_explain, wait_until, DEADLINE};

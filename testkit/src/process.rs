@@ -1,48 +1,74 @@
-//! A `refract run` process on a pipeline file, logging to a file, for tests that mirror between
-//! real brokers. The caller names the binary: `env!("CARGO_BIN_EXE_refract")` exists only when
-//! cargo compiles the cli package's integration tests.
+//! The `refract` binary under test: [`RefractProcess`], a `refract run` process on a pipeline
+//! file that logs to a file, and one-shot commands (`refract check`, `refract offsets
+//! translate`, ...). Cargo gives the binary's path only to the cli package's integration tests
+//! (`env!("CARGO_BIN_EXE_refract")`), so the caller names it, once, in a [`Build`].
 
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
 use crate::broker::spawn_owned;
+use crate::pipeline::write_pipeline;
 use crate::wait::wait_or_explain;
 
-/// Writes `pipeline` as `pipeline.toml` into `dir` and returns its path.
-pub fn write_pipeline(dir: &Path, pipeline: &str) -> PathBuf {
-    let path = dir.join("pipeline.toml");
-    std::fs::write(&path, pipeline).expect("write pipeline");
-    path
+/// What cargo built for the caller's tests: the `refract` binary and the guest plugins. A test
+/// harness implements it on a type of its own and names [`RefractProcess`] of that type, so
+/// every helper that runs refract finds the binary without being handed its path each time.
+pub trait Build {
+    /// The path of the `refract` binary (`env!("CARGO_BIN_EXE_refract")` in the cli package's
+    /// integration tests).
+    fn refract_bin() -> &'static str;
+    /// The folder holding the guest plugins built from `plugins/` (`refract_plugin::guest_dir()`).
+    fn guest_dir() -> PathBuf;
 }
 
-/// A `refract run` process started from a pipeline text, logging to `refract.log` beside it.
-/// Killed (SIGKILL) when dropped.
-pub struct RefractProcess {
-    bin: PathBuf,
+/// Offsets per (topic, partition).
+pub type Offsets = BTreeMap<(String, i32), i64>;
+
+/// The `TOPIC PARTITION OFFSET` lines `refract offsets translate` (and the MirrorMaker 2 Java
+/// peer of the interop tests) print.
+pub fn parse_offsets(text: &str) -> Offsets {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((
+                (f.next()?.to_string(), f.next()?.parse().ok()?),
+                f.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// A `refract run` process of build `B` started from a pipeline text, logging to `refract.log`
+/// beside it; killed (SIGKILL) when dropped. Its associated functions run `B`'s binary in other
+/// ways ([`RefractProcess::output`], [`RefractProcess::translate`]).
+pub struct RefractProcess<B: Build> {
     child: Option<Child>,
     /// The temp folder holding the pipeline and the log.
     pub dir: TempDir,
     /// The pipeline file.
     pub pipeline: PathBuf,
     env: Vec<(String, String)>,
+    build: PhantomData<fn() -> B>,
 }
 
-impl RefractProcess {
-    /// Starts `bin run` on `pipeline` with extra `args` and environment variables. `RUST_LOG`
+impl<B: Build> RefractProcess<B> {
+    /// Starts `refract run` on `pipeline` with extra `args`.
+    pub fn start(pipeline: &str, args: &[&str]) -> Self {
+        Self::start_env(pipeline, args, &[])
+    }
+
+    /// Starts `refract run` on `pipeline` with extra `args` and environment variables. `RUST_LOG`
     /// is `REFRACT_TEST_LOG`, else `info,refract_mirror=debug`.
-    pub fn start(
-        bin: impl Into<PathBuf>,
-        pipeline: &str,
-        args: &[&str],
-        env: &[(&str, &str)],
-    ) -> Self {
+    pub fn start_env(pipeline: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = write_pipeline(dir.path(), pipeline);
         let mut r = Self {
-            bin: bin.into(),
             child: None,
             dir,
             pipeline: path,
@@ -50,9 +76,77 @@ impl RefractProcess {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            build: PhantomData,
         };
         r.restart(args);
         r
+    }
+
+    /// The path of the refract binary ([`Build::refract_bin`]).
+    pub fn bin() -> &'static str {
+        B::refract_bin()
+    }
+
+    /// The guest plugin `name` built from `plugins/` (in [`Build::guest_dir`]).
+    pub fn guest(name: &str) -> PathBuf {
+        B::guest_dir().join(name)
+    }
+
+    /// Runs the refract binary with `args` to completion (stdin empty) and returns what it did.
+    pub fn output(args: &[&str]) -> Output {
+        Command::new(B::refract_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run refract")
+    }
+
+    /// `refract offsets translate` on `config`: where `group` resumes on `to` after failing over
+    /// from `from`; empty when the command fails (nothing to translate yet).
+    pub fn translate(config: &Path, group: &str, from: &str, to: &str) -> Offsets {
+        Self::translate_lines(config, group, from, to)
+            .into_iter()
+            .map(|(tp, (offset, _))| (tp, offset))
+            .collect()
+    }
+
+    /// `refract offsets translate` for `group` from `from` to `to`: per (remote topic, partition)
+    /// the offset and its TRANSLATION column (`exact`, `mm2`, `mm2: <reason>`); empty when the
+    /// command fails (no checkpoints yet).
+    pub fn translate_lines(
+        config: &Path,
+        group: &str,
+        from: &str,
+        to: &str,
+    ) -> BTreeMap<(String, i32), (i64, String)> {
+        let config = config.to_str().expect("path");
+        let out = Self::output(&[
+            "offsets",
+            "translate",
+            "--config",
+            config,
+            "--group",
+            group,
+            "--from",
+            from,
+            "--to",
+            to,
+        ]);
+        if !out.status.success() {
+            return BTreeMap::new();
+        }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("TOPIC"))
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let topic = f.next()?.to_string();
+                let partition = f.next()?.parse().ok()?;
+                let offset = f.next()?.parse().ok()?;
+                let how = f.collect::<Vec<_>>().join(" ");
+                Some(((topic, partition), (offset, how)))
+            })
+            .collect()
     }
 
     /// Starts the process again on the same pipeline, appending to the same log.
@@ -62,7 +156,7 @@ impl RefractProcess {
             .append(true)
             .open(self.dir.path().join("refract.log"))
             .expect("log");
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = Command::new(B::refract_bin());
         cmd.arg("run")
             .arg(&self.pipeline)
             .args(args)
@@ -196,8 +290,22 @@ impl RefractProcess {
     }
 }
 
-impl Drop for RefractProcess {
+impl<B: Build> Drop for RefractProcess<B> {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_offsets;
+
+    #[test]
+    fn offsets_are_read_from_the_table_without_its_header_and_comments() {
+        let text = "# group g from a to b\nTOPIC PARTITION OFFSET TRANSLATION\na.orders 0 42 exact\na.orders 1 7 mm2: behind\nnot a line\n";
+        let got = parse_offsets(text);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[&("a.orders".to_string(), 0)], 42);
+        assert_eq!(got[&("a.orders".to_string(), 1)], 7);
     }
 }

@@ -1,6 +1,10 @@
 //! The hostile test plugins of the sandbox tests that cargo does not build: the Python
 //! filter `plugins/testing/python/build.sh` builds, and the multi-memory WAT component compiled
-//! here. The Rust one, `hostile.wasm`, is built with the other guests (see [`super::guest`]).
+//! here. The Rust one, `hostile.wasm`, is built with the other guests (`Refract::guest`).
+//!
+//! Only `plugin_cli.rs` and `processors.rs` use these, and each uses all of them: they include
+//! this file themselves (`#[path = "support/hostile.rs"] mod hostile;`), so the other test
+//! binaries do not compile it (where it would be dead code).
 
 use std::path::{Path, PathBuf};
 

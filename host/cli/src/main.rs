@@ -424,6 +424,7 @@ mod allocator_tests {
     /// unprefixed) so those calls do not reach glibc.
     #[test]
     fn c_malloc_resolves_to_the_binary_not_glibc() {
+        // SAFETY: Dl_info is a C struct of pointers and an int, for which all zeroes is valid.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
         // SAFETY: dladdr only reads the address and fills `info`.
         let found = unsafe { libc::dladdr(libc::malloc as *const libc::c_void, &mut info) };

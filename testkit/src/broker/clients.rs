@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -18,7 +18,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use crate::records::{Deliveries, TestRecord, PROVENANCE};
 use crate::wait::{unique, wait_or_explain, DEADLINE};
 
-use super::{kafka_java, Broker};
+use super::Broker;
 
 impl Broker {
     /// A consumer with no group, for metadata and reads.
@@ -99,7 +99,9 @@ impl Broker {
     /// `org.apache.kafka.tools.AclCommand`) against this broker, `--bootstrap-server` first;
     /// panics unless it succeeds, and returns what it printed.
     pub fn tool(&self, class: &str, args: &[&str]) -> String {
-        let out = kafka_java()
+        let out = Command::new(&self.java)
+            .arg("-cp")
+            .arg(format!("{}/*", self.kafka_libs.display()))
             .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
             .arg(class)
             .args(["--bootstrap-server", &self.bootstrap])

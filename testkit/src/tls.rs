@@ -1,6 +1,9 @@
 //! Certificates the tests create themselves: a CA, broker certificates (good, expired, for the
 //! wrong host, from an untrusted CA) and client certificates as PEM files and PKCS#12 bundles.
 //! EC P-256 keys: generating them takes microseconds, and Java and librdkafka both accept them.
+//! And brokers that listen with TLS and SASL on top of PLAINTEXT ([`secure_broker`]).
+//!
+//! Only with the `tls` feature (it links the `openssl` crate, which the benchmark does not need).
 
 use std::path::{Path, PathBuf};
 
@@ -17,8 +20,11 @@ use openssl::x509::extension::{
 use openssl::x509::{X509Name, X509};
 use tempfile::TempDir;
 
+use crate::{Broker, BrokerOptions};
+
 /// A certificate authority and the files it issued, in a temp folder.
 pub struct Ca {
+    /// The temp folder holding `ca.pem` and every file [`Ca::issue`] wrote.
     pub dir: TempDir,
     key: PKey<Private>,
     cert: X509,
@@ -188,4 +194,118 @@ pub const P12_PASSWORD: &str = "p12-pass-not-secret";
 /// The PKCS#12 bundle written beside a certificate.
 pub fn p12_path(cert: &Path) -> PathBuf {
     cert.with_extension("p12")
+}
+
+/// How a secure test broker authenticates clients.
+pub struct Secure<'a> {
+    /// The broker's certificate (its `bundle` is the PEM key store).
+    pub server: &'a Issued,
+    /// The CA the broker trusts for client certificates (`MTLS`).
+    pub client_ca: &'a Path,
+    /// SASL users and passwords (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512).
+    pub users: &'a [(&'a str, &'a str)],
+}
+
+/// The listeners a secure test broker adds beside `PLAINTEXT`, with their security protocol.
+const SECURE_LISTENERS: [(&str, &str); 4] = [
+    ("SSL", "SSL"),
+    ("MTLS", "SSL"),
+    ("SASL_SSL", "SASL_SSL"),
+    ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+];
+
+impl Secure<'_> {
+    /// A test broker's options with the listeners `SSL` (server certificate only), `MTLS`
+    /// (client certificate required), `SASL_SSL` and `SASL_PLAINTEXT` (PLAIN, SCRAM-SHA-256,
+    /// SCRAM-SHA-512 and unsecured-JWT OAUTHBEARER) beside the PLAINTEXT listener the harness
+    /// itself uses ([`Broker::listener`] gives each one's address), then `extra` settings.
+    pub fn options(&self, extra: &[(&str, &str)]) -> BrokerOptions {
+        let mut options = BrokerOptions {
+            listeners: SECURE_LISTENERS
+                .iter()
+                .map(|(name, protocol)| (name.to_string(), protocol.to_string()))
+                .collect(),
+            scram_users: self
+                .users
+                .iter()
+                .map(|(u, pw)| (u.to_string(), pw.to_string()))
+                .collect(),
+            ..BrokerOptions::default()
+        };
+        options.props.extend(self.props());
+        options.props(extra)
+    }
+
+    fn props(&self) -> Vec<(String, String)> {
+        let mut p: Vec<(String, String)> = vec![
+            ("ssl.keystore.type".into(), "PEM".into()),
+            (
+                "ssl.keystore.location".into(),
+                self.server.bundle.display().to_string(),
+            ),
+            ("ssl.truststore.type".into(), "PEM".into()),
+            (
+                "ssl.truststore.location".into(),
+                self.client_ca.display().to_string(),
+            ),
+            (
+                "listener.name.mtls.ssl.client.auth".into(),
+                "required".into(),
+            ),
+            // A client certificate's principal is its CN (`User:<cn>`), not the whole DN.
+            (
+                "ssl.principal.mapping.rules".into(),
+                "RULE:^CN=([^,]+),.*$/$1/,DEFAULT".into(),
+            ),
+            (
+                "sasl.enabled.mechanisms".into(),
+                "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER".into(),
+            ),
+        ];
+        let plain_users: String = self
+            .users
+            .iter()
+            .map(|(u, pw)| format!(" user_{u}=\"{pw}\""))
+            .collect();
+        for listener in ["sasl_ssl", "sasl_plaintext"] {
+            let prefix = format!("listener.name.{listener}");
+            p.push((
+                format!("{prefix}.plain.sasl.jaas.config"),
+                format!(
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};"
+                ),
+            ));
+            for m in ["scram-sha-256", "scram-sha-512"] {
+                p.push((
+                    format!("{prefix}.{m}.sasl.jaas.config"),
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;".into(),
+                ));
+            }
+            // Unsecured JWTs (the broker's default OAUTHBEARER validator): the token's `sub`
+            // is the principal.
+            p.push((
+                format!("{prefix}.oauthbearer.sasl.jaas.config"),
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredLoginStringClaim_sub=\"broker\";"
+                    .into(),
+            ));
+        }
+        p
+    }
+}
+
+/// Password of the SASL user `mirror` (the principal refract runs as) on every secure test broker.
+pub const MIRROR_PASSWORD: &str = "mirror-pw-7f3a9c";
+/// Password of the SASL user `admin` on every secure test broker.
+pub const ADMIN_PASSWORD: &str = "admin-pw-18d2e4";
+
+/// A secure test broker ([`Secure::options`]) with `server`'s certificate, trusting client
+/// certificates `ca` issued, and the SASL users `mirror` and `admin`.
+pub fn secure_broker(alias: &str, ca: &Ca, server: &Issued, extra: &[(&str, &str)]) -> Broker {
+    let secure = Secure {
+        server,
+        client_ca: &ca.ca_pem(),
+        users: &[("mirror", MIRROR_PASSWORD), ("admin", ADMIN_PASSWORD)],
+    };
+    Broker::start_options(alias, &secure.options(extra))
 }
