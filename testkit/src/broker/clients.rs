@@ -159,15 +159,20 @@ impl Broker {
             .collect()
     }
 
-    /// Commits `offsets` (partition → next offset) for `group` on `topic`, as a consumer that
-    /// read that far would.
-    pub fn commit_group(&self, group: &str, topic: &str, offsets: &[(i32, i64)]) {
-        let c: BaseConsumer = ClientConfig::new()
+    /// A consumer in `group` that commits only when told.
+    fn group_consumer(&self, group: &str) -> BaseConsumer {
+        ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .create()
-            .expect("consumer");
+            .expect("consumer")
+    }
+
+    /// Commits `offsets` (partition → next offset) for `group` on `topic`, as a consumer that
+    /// read that far would.
+    pub fn commit_group(&self, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+        let c = self.group_consumer(group);
         let mut tpl = TopicPartitionList::new();
         for (p, o) in offsets {
             tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
@@ -179,12 +184,7 @@ impl Broker {
 
     /// `group`'s committed offsets on `partitions` partitions of `topic` (None: no commit).
     pub fn group_offsets(&self, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
-        let c: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.bootstrap)
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .create()
-            .expect("consumer");
+        let c = self.group_consumer(group);
         let mut tpl = TopicPartitionList::new();
         for p in 0..partitions {
             tpl.add_partition(topic, p);

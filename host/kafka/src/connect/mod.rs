@@ -375,7 +375,8 @@ fn classify(messages: &[String], settings: &BTreeMap<String, String>) -> Option<
 mod tests {
     use super::*;
 
-    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    /// Client settings from pairs (also used by the tests of [`super::principal`]).
+    pub(super) fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -159,13 +159,7 @@ fn rfc2253(name: &openssl::x509::X509NameRef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::connect::tests::settings;
 
     #[test]
     fn principals_per_mechanism() {

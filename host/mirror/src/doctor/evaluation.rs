@@ -6,14 +6,13 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::types::RDKafkaErrorCode;
 use tracing::debug;
 
 use refract_config::Cluster;
 use refract_kafka::admin_ffi::{self, TopicAccess};
-use refract_kafka::clients::Authenticated;
-use refract_kafka::connect::{connect, Capture, ConnectError, Connection, Principal};
+use refract_kafka::connect::{connect, ConnectError, Connection};
 use refract_kafka::{AclOperation as Op, RawErrorCode as E};
 
 use super::hints::{acl_command, op_names};
@@ -25,13 +24,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connected cluster: its clients, who it authenticated us as, and the topics it shows.
 pub(super) struct Session {
-    label: String,
-    pub(super) bootstrap: String,
-    protocol: String,
-    pub(super) principal: Principal,
-    admin: Authenticated<AdminClient<Capture>>,
-    /// Topics the principal can see (name, partitions).
-    pub(super) topics: Vec<(String, i32)>,
+    /// The connection: label, bootstrap, protocol, principal, admin client, visible topics.
+    pub(super) conn: Connection,
     described: HashMap<String, TopicAccess>,
     /// Whether the broker has an authorizer (None: could not tell).
     pub(super) authorizer: Option<bool>,
@@ -40,21 +34,8 @@ pub(super) struct Session {
 
 impl Session {
     pub(super) fn connect(cluster: &Cluster, timeout: Duration) -> Result<Self, ConnectError> {
-        let Connection {
-            label,
-            bootstrap,
-            protocol,
-            principal,
-            admin,
-            topics,
-        } = connect(cluster, timeout)?;
         Ok(Self {
-            label,
-            bootstrap,
-            protocol,
-            principal,
-            admin,
-            topics,
+            conn: connect(cluster, timeout)?,
             described: HashMap::new(),
             authorizer: None,
             cluster_ops: None,
@@ -63,21 +44,21 @@ impl Session {
 
     /// The first line of the cluster's block.
     pub(super) fn header(&self) -> String {
-        let tls = if self.protocol.ends_with("SSL") {
+        let tls = if self.conn.protocol.ends_with("SSL") {
             "TLS ok, "
         } else {
             ""
         };
-        let auth = if self.protocol.starts_with("SASL") {
-            format!("authenticated as {}", self.principal.name)
-        } else if self.principal.name == "User:ANONYMOUS" {
-            format!("not authenticated: {}", self.principal.name)
+        let auth = if self.conn.protocol.starts_with("SASL") {
+            format!("authenticated as {}", self.conn.principal.name)
+        } else if self.conn.principal.name == "User:ANONYMOUS" {
+            format!("not authenticated: {}", self.conn.principal.name)
         } else {
-            format!("authenticated as {}", self.principal.name)
+            format!("authenticated as {}", self.conn.principal.name)
         };
         format!(
             "{}: reachable, {tls}{auth} ({})",
-            self.label, self.principal.note
+            self.conn.label, self.conn.principal.note
         )
     }
 
@@ -96,16 +77,19 @@ impl Session {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let probe = refract_config::names::check_probe_topic(nonce);
-        let any_topic =
-            admin_ffi::describe_topics(&self.admin, std::slice::from_ref(&probe), PROBE_TIMEOUT)
-                .ok()
-                .and_then(|t| t.into_iter().next())
-                .map(|t| {
-                    !matches!(
-                        t.error,
-                        Some((E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, _))
-                    )
-                });
+        let any_topic = admin_ffi::describe_topics(
+            &self.conn.admin,
+            std::slice::from_ref(&probe),
+            PROBE_TIMEOUT,
+        )
+        .ok()
+        .and_then(|t| t.into_iter().next())
+        .map(|t| {
+            !matches!(
+                t.error,
+                Some((E::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, _))
+            )
+        });
         self.authorizer = match (all_cluster, any_topic) {
             (Some(true), Some(true)) => Some(false),
             (Some(_), Some(_)) => Some(true),
@@ -129,7 +113,7 @@ impl Session {
         if missing.is_empty() {
             return Ok(());
         }
-        for topic in admin_ffi::describe_topics(&self.admin, &missing, PROBE_TIMEOUT)? {
+        for topic in admin_ffi::describe_topics(&self.conn.admin, &missing, PROBE_TIMEOUT)? {
             self.described.insert(topic.name.clone(), topic);
         }
         Ok(())
@@ -138,12 +122,11 @@ impl Session {
     fn cluster_operations(&mut self) -> Option<Vec<Op>> {
         if self.cluster_ops.is_none() {
             self.cluster_ops = Some(
-                admin_ffi::describe_cluster_operations(&self.admin, PROBE_TIMEOUT).unwrap_or_else(
-                    |e| {
+                admin_ffi::describe_cluster_operations(&self.conn.admin, PROBE_TIMEOUT)
+                    .unwrap_or_else(|e| {
                         debug!("DescribeCluster: {e}");
                         None
-                    },
-                ),
+                    }),
             );
         }
         self.cluster_ops.clone().flatten()
@@ -156,7 +139,7 @@ impl Session {
             .validate_only(true)
             .request_timeout(Some(PROBE_TIMEOUT))
             .operation_timeout(Some(PROBE_TIMEOUT));
-        let results = futures_executor::block_on(self.admin.create_topics([&topic], &options))
+        let results = futures_executor::block_on(self.conn.admin.create_topics([&topic], &options))
             .map_err(|e| (E::RD_KAFKA_RESP_ERR__FAIL, e.to_string()))?;
         for result in results {
             match result {
@@ -218,7 +201,10 @@ pub(super) fn evaluate(session: &mut Session, need: &Need, replication_factor: i
     };
     let context = format!("flow {}: {}", need.flow, need.why);
     let missing_mark = if need.fatal { Mark::No } else { Mark::Warn };
-    let (bootstrap, principal_name) = (session.bootstrap.clone(), session.principal.name.clone());
+    let (bootstrap, principal_name) = (
+        session.conn.bootstrap.clone(),
+        session.conn.principal.name.clone(),
+    );
     let fix = |missing: &[Op]| acl_command(&bootstrap, &principal_name, missing, &need.resource);
     if session.unrestricted() {
         return Answer {
@@ -321,7 +307,7 @@ pub(super) fn evaluate(session: &mut Session, need: &Need, replication_factor: i
         }
         Resource::Group(group) => {
             match admin_ffi::describe_groups(
-                &session.admin,
+                &session.conn.admin,
                 std::slice::from_ref(group),
                 PROBE_TIMEOUT,
             ) {
@@ -353,8 +339,10 @@ pub(super) fn evaluate(session: &mut Session, need: &Need, replication_factor: i
             }
         }
         Resource::Groups(_) => {
-            return match refract_kafka::groups::list_consumer_groups(&session.admin, PROBE_TIMEOUT)
-            {
+            return match refract_kafka::groups::list_consumer_groups(
+                &session.conn.admin,
+                PROBE_TIMEOUT,
+            ) {
                 Ok(groups) => {
                     let visible = groups
                         .iter()
@@ -448,6 +436,7 @@ pub(super) fn evaluate(session: &mut Session, need: &Need, replication_factor: i
 /// least `transaction.state.log.replication.factor` (else the coordinator never starts).
 pub(super) fn transactions(session: &Session, timeout: Duration) -> Result<String, String> {
     let metadata = session
+        .conn
         .admin
         .inner()
         .fetch_metadata(None, timeout)
@@ -467,6 +456,7 @@ pub(super) fn transactions(session: &Session, timeout: Duration) -> Result<Strin
     let id = broker.id();
     let results = futures_executor::block_on(
         session
+            .conn
             .admin
             .describe_configs([&ResourceSpecifier::Broker(id)], &options),
     )

@@ -86,7 +86,7 @@ pub(super) fn flow_needs(
     // Mirrored topics: those of the source's visible topics the flow would mirror; when none is
     // visible, the names and prefixes its `topics` patterns spell.
     let planner = TopicPlanner::new(flow);
-    let visible = source.map(|s| s.topics.clone()).unwrap_or_default();
+    let visible = source.map(|s| s.conn.topics.clone()).unwrap_or_default();
     let plan = planner.plan(&mut policy, &visible)?;
     let mut pairs: Vec<(Resource, Resource)> = plan
         .routes

@@ -147,8 +147,8 @@ pub fn check_connect(pipeline: &Pipeline, flows: &[PreparedFlow]) -> Result<Repo
                 lines.push(format!(
                     "  {} Write, Describe {what} (flow {name}: exactly-once; Kafka cannot be asked whether it is granted; if not: kafka-acls --bootstrap-server {} --add --allow-principal {} --operation Write --operation Describe --transactional-id {}{pattern})",
                     Mark::Unknown.text(),
-                    shell(&session.bootstrap),
-                    shell(&session.principal.name),
+                    shell(&session.conn.bootstrap),
+                    shell(&session.conn.principal.name),
                     shell(&whole)
                 ));
             }
