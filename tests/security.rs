@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::tls::{p12_path, Ca, Issued, P12_PASSWORD};
+use support::tls::{https, p12_path, Ca, Issued, P12_PASSWORD};
 use support::*;
 
 /// A CA, one broker certificate (for 127.0.0.1 and localhost) and one client certificate (CN
@@ -14,6 +14,9 @@ struct Pki {
     server: Issued,
     client: Issued,
 }
+
+/// The endpoint's reload token in the first test (read from a file the pipeline references).
+const RELOAD_TOKEN: &str = "reload-token-5e1f0c2b9a";
 
 fn pki() -> Pki {
     let ca = Ca::new("refract test CA");
@@ -37,8 +40,12 @@ fn scram_sasl_ssl_source_to_mtls_target_is_byte_exact_and_secrets_stay_secret() 
     let secrets = tempfile::tempdir().expect("temp dir");
     let password_file = secrets.path().join("mirror.password");
     std::fs::write(&password_file, format!("{MIRROR_PASSWORD}\n")).expect("password file");
+    let reload_token_file = secrets.path().join("reload.token");
+    std::fs::write(&reload_token_file, format!("{RELOAD_TOKEN}\n")).expect("token file");
+    // The endpoint over HTTPS with a certificate of the test CA, reload behind a token.
     let pipeline = format!(
-        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n\
+        "[metrics]\nlisten = \"127.0.0.1:0\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\
+         reload_token = \"${{file:{}}}\"\n\n\
          [clusters.a]\nbootstrap = \"{}\"\n\
          [clusters.a.client]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\
          \"sasl.username\" = \"mirror\"\n\"sasl.password\" = \"${{file:{}}}\"\n\"ssl.ca.location\" = \"{}\"\n\n\
@@ -47,6 +54,9 @@ fn scram_sasl_ssl_source_to_mtls_target_is_byte_exact_and_secrets_stay_secret() 
          \"ssl.keystore.location\" = \"{}\"\n\"ssl.keystore.password\" = \"${{env:REFRACT_TEST_P12}}\"\n\n\
          [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"2s\"\n\
          commit_interval = \"500ms\"\nreplication_factor = 1\n",
+        path_str(&pki.server.cert),
+        path_str(&pki.server.key),
+        path_str(&reload_token_file),
         a.listener("SASL_SSL"),
         path_str(&password_file),
         path_str(&pki.ca.ca_pem()),
@@ -64,16 +74,46 @@ fn scram_sasl_ssl_source_to_mtls_target_is_byte_exact_and_secrets_stay_secret() 
     assert_eq!(got, want, "{remote}: every record byte for byte, in order");
 
     let addr = mirror.metrics_addr();
-    let status = http(&addr, "GET", "/status").1;
-    let metrics = http(&addr, "GET", "/metrics").1;
-    let status_cmd = Refract::output(&["status", "--addr", &addr]);
+    assert!(mirror.log().contains(&format!("on https://{addr}")));
+    let ca = pki.ca.ca_pem();
+    let get = |path: &str| https(&addr, &ca, "localhost", ("GET", path), &[]);
+    let (code, status) = get("/status");
+    assert_eq!(code, 200, "{status}");
+    let (code, metrics) = get("/metrics");
+    assert_eq!(code, 200);
+    let reload = |headers: &[&str]| https(&addr, &ca, "localhost", ("POST", "/reload"), headers);
+    assert_eq!(reload(&[]).0, 401);
+    let bearer = format!("Authorization: Bearer {RELOAD_TOKEN}");
+    assert_eq!(
+        reload(&[&bearer]),
+        (200, "reloaded: nothing changed\n".to_string())
+    );
+    assert_eq!(reload(&[&bearer, "Origin: https://evil.example"]).0, 403);
+    // `refract status` reads the pipeline's endpoint over HTTPS, trusting its certificate.
+    let status_cmd = std::process::Command::new(Refract::bin())
+        .args([
+            "status",
+            "--config",
+            &path_str(&mirror.pipeline),
+            "--addr",
+            &addr,
+        ])
+        .env("REFRACT_TEST_P12", P12_PASSWORD)
+        .output()
+        .expect("refract status");
+    let shown = String::from_utf8_lossy(&status_cmd.stdout);
+    assert!(
+        shown.contains("flow a->b: running"),
+        "{shown}{}",
+        String::from_utf8_lossy(&status_cmd.stderr)
+    );
     let printed = format!(
         "{}{status}{metrics}{}{}",
         mirror.log(),
-        String::from_utf8_lossy(&status_cmd.stdout),
+        shown,
         String::from_utf8_lossy(&status_cmd.stderr)
     );
-    for secret in [MIRROR_PASSWORD, P12_PASSWORD] {
+    for secret in [MIRROR_PASSWORD, P12_PASSWORD, RELOAD_TOKEN] {
         assert!(
             !printed.contains(secret),
             "a secret leaked into refract's output:\n{printed}"

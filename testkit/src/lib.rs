@@ -35,7 +35,7 @@ pub mod tls;
 pub mod wait;
 
 pub use broker::{java, kafka_java, kafka_libs, spawn_owned, Broker, BrokerOptions};
-pub use metrics::{http, series};
+pub use metrics::{http, http_with, series};
 pub use pipeline::{flow, path_str, pipeline, write_pipeline, FAST};
 pub use ports::{cluster_id, free_port};
 pub use process::{parse_offsets, Build, Offsets, RefractProcess};

@@ -4,10 +4,20 @@ use std::io::{Read, Write};
 
 /// A plain HTTP/1.1 request to the metrics endpoint at `addr`: (status code, body).
 pub fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
+    http_with(addr, method, path, &[])
+}
+
+/// [`http`] with extra header lines (`"Authorization: Bearer …"`).
+pub fn http_with(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    let mut extra = String::new();
+    for h in headers {
+        extra.push_str(h);
+        extra.push_str("\r\n");
+    }
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n{extra}\r\n"
     )
     .expect("write");
     let mut out = String::new();

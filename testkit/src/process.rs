@@ -266,7 +266,11 @@ impl<B: Build> RefractProcess<B> {
             let log = self.log();
             let found = log
                 .lines()
-                .find_map(|l| l.split("on http://").nth(1))
+                .find_map(|l| {
+                    l.split("on http://")
+                        .nth(1)
+                        .or_else(|| l.split("on https://").nth(1))
+                })
                 .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string());
             addr = found.unwrap_or_default();
             !addr.is_empty()

@@ -1,13 +1,38 @@
 //! What the `[metrics] listen` HTTP endpoint answers for a running mirror.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use refract_mirror::{DegradedPartition, Mirror};
-use refract_telemetry::http::Endpoints;
+use refract_telemetry::http::{Endpoints, Options, ReloadAccess, TlsFiles};
 use serde_json::{json, Value};
 
-/// The endpoints of one running mirror.
-pub struct MirrorEndpoints(pub Arc<Mirror>);
+/// The endpoints of one mirror: served from before it starts (then `/health` is 503
+/// `starting`), so a bad `[metrics]` setting stops refract before any flow runs.
+#[derive(Default)]
+pub struct MirrorEndpoints(OnceLock<Arc<Mirror>>);
+
+impl MirrorEndpoints {
+    /// The mirror is running: the endpoints answer for it from now on.
+    pub fn serve(&self, mirror: Arc<Mirror>) {
+        let _ = self.0.set(mirror);
+    }
+}
+
+/// What the endpoint serves and who may reload, from `[metrics]`.
+pub fn options(endpoint: &refract_config::Endpoint) -> Options {
+    Options {
+        reload: match &endpoint.reload {
+            refract_config::ReloadAccess::Disabled => ReloadAccess::Disabled,
+            refract_config::ReloadAccess::Open => ReloadAccess::Open,
+            refract_config::ReloadAccess::Token(t) => ReloadAccess::Token(t.clone()),
+        },
+        tls: endpoint
+            .tls
+            .as_ref()
+            .map(|t| TlsFiles::new(&t.cert, &t.key)),
+        allowed_hosts: endpoint.allowed_hosts.clone(),
+    }
+}
 
 /// One degraded partition as `/status` shows it.
 fn degraded_json(d: &DegradedPartition) -> Value {
@@ -122,22 +147,43 @@ fn cluster_json(c: &refract_mirror::ClusterView) -> Value {
 
 impl Endpoints for MirrorEndpoints {
     fn metrics(&self) -> String {
-        self.0.metrics().render()
+        self.0
+            .get()
+            .map(|m| m.metrics().render())
+            .unwrap_or_default()
     }
 
     fn health(&self) -> (bool, String) {
-        (self.0.healthy(), health_text(&self.0.status()))
+        match self.0.get() {
+            Some(m) => (m.healthy(), health_text(&m.status())),
+            None => (false, "starting\n".to_string()),
+        }
     }
 
-    fn reload(&self) -> (bool, String) {
-        match self.0.reload() {
+    fn reload(&self, detailed: bool) -> (bool, String) {
+        let Some(mirror) = self.0.get() else {
+            return (
+                false,
+                "refract is still starting: nothing to reload yet\n".into(),
+            );
+        };
+        match mirror.reload() {
             Ok(summary) => (true, format!("reloaded: {summary}\n")),
-            Err(e) => (false, format!("rejected, nothing changed: {e:#}\n")),
+            // Only the token holder sees the error chain (file names, settings); anyone else
+            // learns the outcome, and the log has the rest.
+            Err(e) if detailed => (false, format!("rejected, nothing changed: {e:#}\n")),
+            Err(_) => (
+                false,
+                "rejected, nothing changed: the reason is in refract's log\n".to_string(),
+            ),
         }
     }
 
     fn status(&self) -> String {
-        status_json(&self.0).to_string()
+        match self.0.get() {
+            Some(m) => status_json(m).to_string(),
+            None => json!({"healthy": false, "starting": true, "flows": []}).to_string(),
+        }
     }
 }
 

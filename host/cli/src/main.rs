@@ -246,24 +246,17 @@ fn run(path: &Path, targets: &[String], until_caught_up: bool, drain: Duration) 
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing the SIGHUP handler")?;
+    // The endpoint first: a port in use or an unusable certificate stops refract before any
+    // flow starts; until the mirror runs, /health says `starting`.
+    let endpoints = Arc::new(endpoints::MirrorEndpoints::default());
+    let _server = match pipeline.metrics_listen {
+        Some(addr) => Some(serve_endpoint(&pipeline, addr, endpoints.clone())?),
+        None => None,
+    };
     let mut mirror = Mirror::start_draining(&pipeline, prepared, stop.clone(), drain)?;
     mirror.enable_reload(path, targets, runtime);
     let mirror = Arc::new(mirror);
-    let _server = match pipeline.metrics_listen {
-        Some(addr) => {
-            let server = refract_telemetry::http::serve(
-                &addr.to_string(),
-                Arc::new(endpoints::MirrorEndpoints(mirror.clone())),
-            )
-            .with_context(|| format!("{}: metrics.listen", pipeline.file.display()))?;
-            tracing::info!(
-                "serving /metrics, /health, /status and POST /reload on http://{}",
-                server.local_addr()
-            );
-            Some(server)
-        }
-        None => None,
-    };
+    endpoints.serve(mirror.clone());
     // Like a Connect worker with a failed task, the process keeps running when a flow halts
     // (a processor with on_error = "stop" failed): the halt is logged, the other flows go on,
     // and a restart with a fixed plugin resumes the halted flow from its last commit.
@@ -308,6 +301,37 @@ fn run(path: &Path, targets: &[String], until_caught_up: bool, drain: Duration) 
         return verify::Verify::whole_pipeline(path.to_path_buf()).run();
     }
     Ok(true)
+}
+
+/// Serves `[metrics]` on `addr`; says where, and warns when anyone who reaches a non-loopback
+/// address may reload.
+fn serve_endpoint(
+    pipeline: &Pipeline,
+    addr: std::net::SocketAddr,
+    endpoints: Arc<endpoints::MirrorEndpoints>,
+) -> Result<refract_telemetry::http::Server> {
+    let server = refract_telemetry::http::serve(
+        &addr.to_string(),
+        endpoints,
+        endpoints::options(&pipeline.endpoint),
+    )
+    .with_context(|| format!("{}: [metrics]", pipeline.file.display()))?;
+    let reload = match pipeline.endpoint.reload {
+        refract_config::ReloadAccess::Disabled => "",
+        refract_config::ReloadAccess::Open => " and POST /reload",
+        refract_config::ReloadAccess::Token(_) => " and POST /reload (with the token)",
+    };
+    tracing::info!(
+        "serving /metrics, /health, /status{reload} on {}",
+        server.url()
+    );
+    if pipeline.endpoint.reload == refract_config::ReloadAccess::Open && !addr.ip().is_loopback() {
+        tracing::warn!(
+            "{}: anyone who can reach {addr} may POST /reload: set [metrics] reload_token (or reload = false) to restrict it",
+            pipeline.file.display()
+        );
+    }
+    Ok(server)
 }
 
 /// What shutdown allows beyond the drain timeout: the commit after the drain and closing.

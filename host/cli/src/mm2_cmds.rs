@@ -303,8 +303,12 @@ fn read_last_heartbeat(consumer: &BaseConsumer, topic: &str) -> Option<i64> {
 
 impl Convert {
     pub fn run(&self) -> Result<()> {
-        let text = std::fs::read_to_string(&self.file)
-            .with_context(|| format!("reading {}", self.file.display()))?;
+        let text = refract_config::read_config_file(
+            &self.file,
+            refract_config::MAX_PIPELINE_FILE_BYTES,
+            "MM2 properties file",
+        )
+        .map_err(anyhow::Error::msg)?;
         let converted = refract_config::convert_mm2_properties(&self.file, &text)?;
         // Validate what we print, so a converted file always loads.
         Pipeline::parse(&self.file.with_extension("toml"), &converted.toml)

@@ -28,18 +28,43 @@ pub struct Status {
     addr: Option<String>,
 }
 
-fn get(addr: &str, path: &str) -> Result<String> {
-    let mut s = std::net::TcpStream::connect_timeout(
+/// `GET path` from the endpoint at `addr`; over HTTPS when the pipeline serves it so, trusting
+/// exactly the certificate the pipeline names (it is this process's own, whoever issued it).
+fn get(addr: &str, path: &str, tls: Option<&refract_config::EndpointTls>) -> Result<String> {
+    let tcp = std::net::TcpStream::connect_timeout(
         &addr.parse().context("address")?,
         Duration::from_secs(2),
     )?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     let mut out = String::new();
-    s.read_to_string(&mut out)?;
+    match tls {
+        None => {
+            let mut s = tcp;
+            s.write_all(request.as_bytes())?;
+            s.read_to_string(&mut out)?;
+        }
+        Some(tls) => {
+            use openssl::ssl::{SslConnector, SslMethod};
+            use openssl::x509::verify::X509VerifyFlags;
+            let mut builder = SslConnector::builder(SslMethod::tls_client())?;
+            builder
+                .set_ca_file(&tls.cert)
+                .with_context(|| format!("reading {}", tls.cert.display()))?;
+            builder
+                .verify_param_mut()
+                .set_flags(X509VerifyFlags::PARTIAL_CHAIN)?;
+            let mut s = builder
+                .build()
+                .configure()?
+                .verify_hostname(false)
+                .connect("refract", tcp)
+                .map_err(|e| anyhow::anyhow!("TLS handshake with {addr}: {e}"))?;
+            s.write_all(request.as_bytes())?;
+            // A peer that closes without close_notify still sent the whole answer.
+            let _ = s.read_to_string(&mut out);
+        }
+    }
     Ok(out
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
@@ -54,11 +79,12 @@ impl Status {
             .clone()
             .or_else(|| pipeline.metrics_listen.map(|a| a.to_string()));
         if let Some(addr) = addr {
-            match get(&addr, "/status") {
+            let tls = pipeline.endpoint.tls.as_ref();
+            match get(&addr, "/status", tls) {
                 Ok(first) => {
                     // Two samples a second apart give the rates.
                     std::thread::sleep(Duration::from_secs(1));
-                    let second = get(&addr, "/status").unwrap_or_else(|_| first.clone());
+                    let second = get(&addr, "/status", tls).unwrap_or_else(|_| first.clone());
                     let a: Value = serde_json::from_str(&first).context("parsing /status")?;
                     let b: Value = serde_json::from_str(&second).context("parsing /status")?;
                     if !print_live(&addr, &a, &b) {

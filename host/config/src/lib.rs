@@ -4,6 +4,7 @@
 
 mod duration;
 mod error;
+mod files;
 mod flow;
 mod loader;
 mod mm2;
@@ -17,15 +18,16 @@ mod secrets;
 mod task;
 mod topics;
 
-pub use duration::{parse_duration, parse_size};
+pub use duration::{parse_duration, parse_size, MAX_DURATION};
 pub use error::ConfigError;
+pub use files::{read_config_file, MAX_PIPELINE_FILE_BYTES, MAX_SECRET_FILE_BYTES};
 pub use flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
     OffsetTranslation, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
-pub use model::{ClientRole, Cluster, ClusterMode, Pipeline};
+pub use model::{ClientRole, Cluster, ClusterMode, Endpoint, EndpointTls, Pipeline, ReloadAccess};
 pub use names::{FlowId, Side};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};

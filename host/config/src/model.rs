@@ -16,10 +16,12 @@ use crate::raw::{RawClusterMode, RawPipeline};
 use crate::secrets::{EnvLookup, Resolver, Value};
 
 mod clusters;
+mod endpoint;
 mod flow_settings;
 mod plugin_specs;
 
 pub use clusters::{ClientRole, Cluster};
+pub use endpoint::{Endpoint, EndpointTls, ReloadAccess};
 
 /// A validated pipeline: clusters and the flows between them.
 #[derive(Debug, Clone)]
@@ -36,6 +38,8 @@ pub struct Pipeline {
     /// `[metrics] listen`: the address of the HTTP endpoint (`/metrics`, `/health`, `/status`,
     /// `POST /reload`), when set.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[metrics]`'s reload access, HTTPS files and allowed host names.
+    pub endpoint: Endpoint,
     /// `[cluster]`: several processes with this pipeline share each flow's tasks through a
     /// consumer group on the flow's source cluster; `None` runs every task in this process.
     pub cluster: Option<ClusterMode>,
@@ -144,6 +148,10 @@ impl Builder<'_> {
             }
             flows.push(f);
         }
+        let endpoint = match &raw.metrics {
+            None => Endpoint::default(),
+            Some(m) => self.endpoint(m)?,
+        };
         let metrics_listen = match raw.metrics {
             None => None,
             Some(m) => Some(m.listen.get_ref().parse().map_err(|e| {
@@ -167,6 +175,7 @@ impl Builder<'_> {
             flows,
             warnings: Vec::new(),
             metrics_listen,
+            endpoint,
             cluster,
         })
     }

@@ -29,6 +29,11 @@ pub struct RawClusterMode {
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
     pub listen: Spanned<String>,
+    pub reload: Option<Spanned<bool>>,
+    pub reload_token: Option<Spanned<String>>,
+    pub tls_cert: Option<Spanned<String>>,
+    pub tls_key: Option<Spanned<String>>,
+    pub allowed_hosts: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,8 +6,9 @@
 //! error message or a `Debug` string.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
+
+use crate::files::{read_config_file, read_head, MAX_SECRET_FILE_BYTES};
 
 /// What a sensitive value is shown as.
 pub const REDACTED: &str = "[redacted]";
@@ -198,11 +199,10 @@ impl Resolver<'_> {
     }
 }
 
-/// A file's text; the error says why it cannot be read, never what is in it.
+/// A secret file's text: a regular file of at most [`MAX_SECRET_FILE_BYTES`]. The error says
+/// why it cannot be read, never what is in it.
 fn read_text(path: &Path) -> Result<String, String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| format!("`{}` is not UTF-8 text", path.display()))
+    read_config_file(path, MAX_SECRET_FILE_BYTES, "secret file")
 }
 
 /// The value of `key` in a Java properties file (the last one, as in `java.util.Properties`),
@@ -226,10 +226,9 @@ pub(crate) fn is_jks(path: &Path) -> bool {
     named || starts_with_jks_magic(path)
 }
 
+/// Only a regular file is looked into: a FIFO named as a key store must not block the loader.
 fn starts_with_jks_magic(path: &Path) -> bool {
-    let mut head = Vec::with_capacity(4);
-    let read = std::fs::File::open(path).and_then(|f| f.take(4).read_to_end(&mut head));
-    read.is_ok() && head == [0xFE, 0xED, 0xFE, 0xED]
+    read_head(path, 4).is_some_and(|head| head == [0xFE, 0xED, 0xFE, 0xED])
 }
 
 /// How to turn a JKS key store into the PKCS#12 file librdkafka reads.
@@ -448,6 +447,62 @@ mod tests {
             truststore_hint("/etc/kafka/trust.jks"),
             "librdkafka has no trust stores and reads CA certificates from PEM; export them with `keytool -exportcert -rfc -alias <alias> -keystore /etc/kafka/trust.jks -file /etc/kafka/ca.pem` (`keytool -list -keystore /etc/kafka/trust.jks` lists the aliases), then set ssl.ca.location = \"/etc/kafka/ca.pem\""
         );
+    }
+
+    #[test]
+    fn file_references_read_only_bounded_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = resolver(dir.path());
+        let pipe = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&pipe)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo failed");
+        let big = dir.path().join("big.properties");
+        let mut text = "password = hunter2\n".to_string();
+        text.push_str(&"#".repeat(MAX_SECRET_FILE_BYTES as usize));
+        std::fs::write(&big, text).unwrap();
+        let d = dir.path().display();
+        let not_regular = "not a regular file: a secret file must be a regular file";
+        // Each would block or never end if it were opened and read: the FIFO, /dev/zero.
+        let cases = [
+            (
+                "${file:pipe}".to_string(),
+                format!("reference `${{file:pipe}}`: `{d}/pipe` is a FIFO (named pipe), {not_regular}"),
+            ),
+            (
+                "${file:pipe:password}".to_string(),
+                format!("reference `${{file:pipe:password}}`: `{d}/pipe` is a FIFO (named pipe), {not_regular}"),
+            ),
+            (
+                "${file:/dev/zero}".to_string(),
+                format!("reference `${{file:/dev/zero}}`: `/dev/zero` is a character device, {not_regular}"),
+            ),
+            (
+                format!("${{file:{d}}}"),
+                format!("reference `${{file:{d}}}`: `{d}` is a directory, {not_regular}"),
+            ),
+            (
+                "${file:big.properties:password}".to_string(),
+                format!("reference `${{file:big.properties:password}}`: `{d}/big.properties` is larger than 1 MiB, the most refract reads for a secret file"),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(r.resolve(&text).unwrap_err(), want, "{text}");
+        }
+        // The key that holds the reference is named; the secret never is.
+        let pipeline = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.a.client]\n\"sasl.password\" = \"${file:big.properties:password}\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
+        let err = crate::Pipeline::parse_with_env(&dir.path().join("p.toml"), pipeline, &env)
+            .unwrap_err();
+        assert_eq!(err.file, dir.path().join("p.toml"));
+        assert_eq!(err.key, "clusters.a.client.\"sasl.password\"");
+        assert!(
+            err.message
+                .ends_with("is larger than 1 MiB, the most refract reads for a secret file"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hunter2"));
     }
 
     #[test]

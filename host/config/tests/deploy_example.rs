@@ -36,6 +36,11 @@ fn the_kubernetes_example_pipeline_loads() {
     for name in ["primary-password", "backup-password"] {
         std::fs::write(secrets.join(name), "pw\n").expect("secret file");
     }
+    std::fs::write(
+        secrets.join("reload-token"),
+        "CHANGE-ME-reload-token-at-least-16-characters\n",
+    )
+    .expect("token file");
     let text = text.replace("/etc/refract/secrets/", &format!("{}/", secrets.display()));
     std::env::set_var("POD_NAME", "refract-6c9f7b-x2x4q");
     std::env::set_var("MIRROR_USERNAME", "mirror");
@@ -46,4 +51,13 @@ fn the_kubernetes_example_pipeline_loads() {
     assert_eq!(p.flows.len(), 1);
     assert!(p.flows[0].tasks > 1);
     assert_eq!(p.metrics_listen.map(|a| a.port()), Some(9464));
+    // POST /reload needs the Secret's token; the headless Service's names are allowed hosts.
+    assert_eq!(
+        p.endpoint.reload,
+        refract_config::ReloadAccess::Token("CHANGE-ME-reload-token-at-least-16-characters".into())
+    );
+    assert!(p
+        .endpoint
+        .allowed_hosts
+        .contains(&"refract-metrics.refract.svc".to_string()));
 }

@@ -120,6 +120,18 @@ impl CheckpointRunner {
         set_checkpoints_failing(&self.board, Some(format!("{error:#}")));
     }
 
+    /// Shows that a run of the checkpoints panicked. They are not restarted (see
+    /// `tasks::supervisor::supervise`), so the flow stays degraded, with the panic's message,
+    /// until refract restarts them; records keep flowing meanwhile.
+    pub(crate) fn record_panic(&self, message: &str) {
+        set_checkpoints_failing(
+            &self.board,
+            Some(format!(
+                "panicked, stopped until refract restarts: {message}"
+            )),
+        );
+    }
+
     /// The thread name: `checkpoints A->B`.
     pub fn name(&self) -> String {
         format!("checkpoints {}", self.flow.name())

@@ -22,7 +22,7 @@ pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -139,6 +139,30 @@ struct ReloadContext {
     runtime: Arc<PluginRuntime>,
     /// `[metrics] listen` as the process runs it: a reload cannot move it.
     metrics_listen: Option<std::net::SocketAddr>,
+    /// `[metrics]`'s access and HTTPS settings as the process runs them.
+    endpoint: refract_config::Endpoint,
+}
+
+/// A planned reload with every plugin it needs loaded: what [`Mirror::apply`] changes.
+struct Loaded {
+    diff: reload::FlowDiff,
+    /// Flows that get new plugins, with them and their new shape.
+    swaps: Vec<(String, PreparedFlow, FlowShape)>,
+    /// Flows stopped and started again.
+    rebuild: Vec<(String, PreparedFlow)>,
+    /// Flows started.
+    add: Vec<PreparedFlow>,
+}
+
+/// Each flow's name and board: what the endpoint reads.
+type Boards = Vec<(String, Arc<FlowBoard>)>;
+
+/// The published view of `flows`: each one's name and board.
+fn boards(flows: &[RunningFlow]) -> Boards {
+    flows
+        .iter()
+        .map(|f| (f.name.clone(), Arc::clone(f.tasks.board())))
+        .collect()
 }
 
 /// Counts of reloads, for status and metrics.
@@ -148,7 +172,7 @@ pub struct ReloadStats {
     pub ok: u64,
     /// Reloads rejected (invalid pipeline or a plugin that failed to load); nothing changed.
     pub rejected: u64,
-    /// The last rejection.
+    /// The last rejection's outermost message (the log has its whole chain).
     pub last_error: Option<String>,
 }
 
@@ -158,6 +182,13 @@ pub struct Mirror {
     /// Cluster mode, when the pipeline has `[cluster]`.
     clustering: Option<Clustering>,
     flows: Mutex<Vec<RunningFlow>>,
+    /// What `/health`, `/status` and `/metrics` read: each flow's name and board, published
+    /// whenever the flows change. A reload holds `flows` while it stops and starts flows (and
+    /// `reloading` throughout); readers of this never wait for either.
+    published: RwLock<Arc<Boards>>,
+    /// Held by one reload at a time, while it loads the pipeline and plugins (outside `flows`)
+    /// and applies them.
+    reloading: Mutex<()>,
     reload: Option<ReloadContext>,
     stats: Mutex<ReloadStats>,
     metrics: Metrics,
@@ -165,6 +196,8 @@ pub struct Mirror {
     drain: Duration,
     /// `[metrics] listen` of the pipeline it started with.
     metrics_listen: Option<std::net::SocketAddr>,
+    /// `[metrics]`'s access and HTTPS settings of the pipeline it started with.
+    endpoint: refract_config::Endpoint,
 }
 
 fn content_hash(path: &Path) -> u64 {
@@ -216,15 +249,19 @@ impl Mirror {
                 clustering.as_ref(),
             )?);
         }
+        let published = RwLock::new(Arc::new(boards(&flows)));
         Ok(Self {
             stop,
             clustering,
             flows: Mutex::new(flows),
+            published,
+            reloading: Mutex::new(()),
             reload: None,
             stats: Mutex::new(ReloadStats::default()),
             metrics,
             drain,
             metrics_listen: pipeline.metrics_listen,
+            endpoint: pipeline.endpoint.clone(),
         })
     }
 
@@ -236,15 +273,26 @@ impl Mirror {
             targets: targets.to_vec(),
             runtime,
             metrics_listen: self.metrics_listen,
+            endpoint: self.endpoint.clone(),
         });
     }
 
     /// Each flow's name and status.
     pub fn status(&self) -> Vec<(String, FlowStatus)> {
-        flow::lock(&self.flows)
+        self.boards()
             .iter()
-            .map(|f| (f.name.clone(), f.tasks.board().status()))
+            .map(|(name, board)| (name.clone(), board.status()))
             .collect()
+    }
+
+    /// The published flows: never waits for a reload.
+    fn boards(&self) -> Arc<Boards> {
+        Arc::clone(&self.published.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Publishes `flows` for the readers of [`Mirror::status`].
+    fn publish(&self, flows: &[RunningFlow]) {
+        *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(boards(flows));
     }
 
     /// The registry every flow records its series in (for `/metrics`).
@@ -255,8 +303,8 @@ impl Mirror {
     /// Whether every flow is running (not degraded, restarting, halted or stopped) with no
     /// degraded partition.
     pub fn healthy(&self) -> bool {
-        let flows = flow::lock(&self.flows);
-        !flows.is_empty() && flows.iter().all(|f| f.tasks.board().status().healthy())
+        let flows = self.boards();
+        !flows.is_empty() && flows.iter().all(|(_, board)| board.status().healthy())
     }
 
     /// Reload counts.
@@ -299,7 +347,9 @@ impl Mirror {
             }
             Err(e) => {
                 stats.rejected += 1;
-                stats.last_error = Some(format!("{e:#}"));
+                // What `/status` shows anyone: the outcome, not the chain (file names,
+                // settings), which the log line below has.
+                stats.last_error = Some(format!("{e}"));
                 error!("reload rejected, nothing changed: {e:#}");
             }
         }
@@ -311,14 +361,21 @@ impl Mirror {
             .reload
             .as_ref()
             .context("this mirror was started without reload support")?;
+        // One reload at a time; only this (and stop) changes the flows, so what is planned
+        // below from a copy of their shapes still holds when it is applied.
+        let _reloading = flow::lock(&self.reloading);
         let pipeline = Pipeline::load(&ctx.path)?;
         let wanted = pipeline.flows_for_targets(&ctx.targets);
-        let mut flows = flow::lock(&self.flows);
-        // Plan as data, then load every plugin the plan needs, before changing anything.
+        // Plan as data, then load every plugin the plan needs (seconds for a Python component),
+        // before changing anything and without holding the flows.
         let running = PipelineShape {
             metrics_listen: ctx.metrics_listen,
+            endpoint: ctx.endpoint.clone(),
             cluster: self.clustering.as_ref().map(|c| c.mode.clone()),
-            flows: flows.iter().map(|f| f.shape.clone()).collect(),
+            flows: flow::lock(&self.flows)
+                .iter()
+                .map(|f| f.shape.clone())
+                .collect(),
         };
         let target = PipelineShape::of(&pipeline, &wanted, content_hash);
         let diff = reload::plan(&running, &target)?;
@@ -327,7 +384,6 @@ impl Mirror {
             let f = find(name).with_context(|| format!("flow {name} vanished while planning"))?;
             prepare_one(&pipeline, f, &ctx.runtime)
         };
-        let index = |flows: &[RunningFlow], name: &str| flows.iter().position(|f| f.name == name);
         let mut swaps = Vec::new();
         for name in &diff.swap_plugins {
             let p = prepare_named(name)?;
@@ -343,10 +399,39 @@ impl Mirror {
             add.push(prepare_named(name)?);
         }
         // Apply: plugins swapped in place, reverse heartbeats handed over, then stops, rebuilds,
-        // removals and starts.
+        // removals and starts. The flows are published again however this ends.
+        let loaded = Loaded {
+            diff,
+            swaps,
+            rebuild,
+            add,
+        };
+        let mut flows = flow::lock(&self.flows);
+        if self.stop.load(Ordering::Relaxed) {
+            anyhow::bail!("the mirror is stopping");
+        }
+        let applied = self.apply(&pipeline, loaded, &mut flows);
+        self.publish(&flows);
+        applied
+    }
+
+    /// Applies a planned reload whose plugins are loaded.
+    fn apply(
+        &self,
+        pipeline: &Pipeline,
+        loaded: Loaded,
+        flows: &mut Vec<RunningFlow>,
+    ) -> Result<String> {
+        let Loaded {
+            diff,
+            swaps,
+            rebuild,
+            add,
+        } = loaded;
+        let index = |flows: &[RunningFlow], name: &str| flows.iter().position(|f| f.name == name);
         let mut summary = Vec::new();
         for (name, p, shape) in swaps {
-            if let Some(i) = index(&flows, &name) {
+            if let Some(i) = index(flows, &name) {
                 flows[i].tasks.swap_plugins(PluginSet {
                     policy: p.policy,
                     processors: p.processors,
@@ -356,7 +441,7 @@ impl Mirror {
             }
         }
         for name in &diff.stop_reverse_heartbeats {
-            if let Some(i) = index(&flows, name) {
+            if let Some(i) = index(flows, name) {
                 flows[i].tasks.stop_reverse_heartbeats();
                 flows[i].shape.reverse_heartbeats = false;
                 summary.push(format!(
@@ -365,18 +450,18 @@ impl Mirror {
             }
         }
         for name in diff.remove.iter().chain(&diff.rebuild) {
-            if let Some(i) = index(&flows, name) {
+            if let Some(i) = index(flows, name) {
                 flows[i].stop.store(true, Ordering::Relaxed);
             }
         }
         let mut replaced = Vec::new();
         for (name, p) in rebuild {
-            if let Some(i) = index(&flows, &name) {
+            if let Some(i) = index(flows, &name) {
                 // A rebuilt flow may mirror other topics: it registers its partitions anew.
                 self.metrics
                     .remove_flow_partitions(&p.flow.source, &p.flow.target);
                 let fresh = start_flow(
-                    &pipeline,
+                    pipeline,
                     p,
                     &self.metrics,
                     self.drain,
@@ -390,7 +475,7 @@ impl Mirror {
             join(old);
         }
         for name in &diff.remove {
-            if let Some(i) = index(&flows, name) {
+            if let Some(i) = index(flows, name) {
                 let old = flows.remove(i);
                 summary.push(format!("removed {name}"));
                 join(old);
@@ -402,7 +487,7 @@ impl Mirror {
         }
         for p in add {
             let f = start_flow(
-                &pipeline,
+                pipeline,
                 p,
                 &self.metrics,
                 self.drain,

@@ -50,6 +50,8 @@ impl FlowShape {
 pub struct PipelineShape {
     /// `[metrics] listen`.
     pub metrics_listen: Option<SocketAddr>,
+    /// `[metrics]`'s reload access, HTTPS files and allowed hosts.
+    pub endpoint: refract_config::Endpoint,
     /// `[cluster]`.
     pub cluster: Option<refract_config::ClusterMode>,
     /// The flows this process runs.
@@ -62,6 +64,7 @@ impl PipelineShape {
     pub fn of(pipeline: &Pipeline, flows: &[&Flow], hash: impl Fn(&Path) -> u64) -> Self {
         Self {
             metrics_listen: pipeline.metrics_listen,
+            endpoint: pipeline.endpoint.clone(),
             cluster: pipeline.cluster.clone(),
             flows: flows
                 .iter()
@@ -147,9 +150,19 @@ pub enum NotLive {
         /// As the new pipeline says.
         new: String,
     },
+    /// The endpoint's access and HTTPS settings (the certificate files' contents are re-read
+    /// on change; their paths are not).
+    #[error(
+        "[metrics] reload, reload_token, tls_cert, tls_key or allowed_hosts changed: the HTTP \
+         endpoint keeps the settings it started with; restart refract to apply them (a \
+         renewed certificate in the same files needs no restart)"
+    )]
+    Endpoint,
     /// Cluster mode's settings.
     #[error(
-        "[cluster] changed: a process cannot join or leave cluster mode, or change its instance          name or session timeout, while it runs; restart refract to apply it (one process at a          time, so the others take its tasks over meanwhile)"
+        "[cluster] changed: a process cannot join or leave cluster mode, or change its instance \
+         name or session timeout, while it runs; restart refract to apply it (one process at a \
+         time, so the others take its tasks over meanwhile)"
     )]
     Cluster,
 }
@@ -162,6 +175,9 @@ pub fn plan(old: &PipelineShape, new: &PipelineShape) -> Result<FlowDiff, NotLiv
             old: show(&old.metrics_listen),
             new: show(&new.metrics_listen),
         });
+    }
+    if old.endpoint != new.endpoint {
+        return Err(NotLive::Endpoint);
     }
     if old.cluster != new.cluster {
         return Err(NotLive::Cluster);

@@ -582,3 +582,15 @@ fn kafkas_sample_config_converts_cleanly() {
 
 // Error messages (file, line, key) and the odd inputs are snapshots: tests/ui/mm2/ and
 // tests/mm2_ui.rs.
+
+#[test]
+fn an_interval_past_the_maximum_names_the_property() {
+    let err = load_text(&format!(
+        "{TWO}offset.flush.interval.ms = 99999999999999999\n"
+    ))
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "mm2.properties:5: offset.flush.interval.ms: `99999999999999999ms` is longer than the maximum of 365 days (converted to `flow[0].commit_interval`)"
+    );
+}

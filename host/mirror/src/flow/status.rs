@@ -73,11 +73,13 @@ pub struct FlowStatus {
     pub unreachable: Vec<crate::watch::Unreachable>,
     /// Records are behind and none was acknowledged for [`STALL_AFTER`]: why.
     pub stalled: Option<String>,
-    /// Why the flow's checkpoints (and group offset sync) fail, while they are restarted.
+    /// Why the flow's checkpoints (and group offset sync) fail, while they are restarted (or
+    /// that they panicked, and stay stopped until refract restarts them).
     pub checkpoints_failing: Option<String>,
     /// Clusters that answer again after an outage, not yet reported with their backlog.
     pub recovered: Vec<(String, Side, Duration)>,
-    /// Why the flow halted (a processor with `on_error = "stop"` failed), if it did.
+    /// Why the flow halted (a processor with `on_error = "stop"` failed, the task was fenced, or
+    /// it panicked), if it did.
     pub halted: Option<String>,
     /// The last failure, if any.
     pub last_error: Option<String>,
@@ -270,6 +272,21 @@ impl FlowRunner {
         };
         drop(status);
         self.set_state(state);
+    }
+
+    /// Notes that a run panicked: the task halts, with the panic's message in `halted` and
+    /// `last_error` (the supervisor does not restart it; see `tasks::supervisor::supervise`).
+    pub(crate) fn record_panic(&self, message: &str) {
+        let why = if self.task.count > 1 {
+            format!("{} panicked: {message}", self.task)
+        } else {
+            format!("panicked: {message}")
+        };
+        let mut status = lock(&self.status);
+        status.last_error = Some(why.clone());
+        status.halted = Some(why);
+        drop(status);
+        self.set_state(FlowState::Halted);
     }
 }
 

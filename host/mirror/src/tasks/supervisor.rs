@@ -1,7 +1,10 @@
 //! The tasks of one flow this process runs: each task a [`FlowRunner`] on a thread of its own
-//! (with its cluster watch), and the flow's checkpoints beside task 0.
+//! (with its cluster watch), and the flow's checkpoints beside task 0. No thread dies silently:
+//! a panic is caught, logged with the flow's name and shown in its status.
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -148,10 +151,18 @@ impl FlowTasks {
         );
         let mut handles = Vec::new();
         let watch_runner = runner.clone();
+        let watch_name = name.clone();
         handles.push(
             std::thread::Builder::new()
                 .name(format!("watch {name}"))
-                .spawn(move || watch_runner.watch_clusters())
+                .spawn(move || {
+                    // The task goes on without its watch: say so rather than die silently.
+                    let watched = catch_unwind(AssertUnwindSafe(|| watch_runner.watch_clusters()));
+                    if let Err(payload) = watched {
+                        let message = panic_message(payload.as_ref());
+                        error!(flow = %watch_name, "the cluster watch panicked (a bug in refract; please report it); outages of the flow's clusters are not reported until refract restarts: {message}");
+                    }
+                })
                 .with_context(|| format!("starting the cluster watch of {name}"))?,
         );
         let thread_runner = runner.clone();
@@ -293,8 +304,12 @@ impl FlowTasks {
 
 /// Something [`supervise`] restarts until it returns Ok.
 pub(crate) trait Task {
+    /// One run, until stopped (Ok) or until something fails that needs a fresh start (Err).
     fn run(&self) -> Result<()>;
+    /// Shows a failed run in the status.
     fn record_failure(&self, error: &anyhow::Error);
+    /// Shows in the status that a run panicked with `message`; it is not run again.
+    fn record_panic(&self, message: &str);
 }
 
 impl Task for FlowRunner {
@@ -303,6 +318,9 @@ impl Task for FlowRunner {
     }
     fn record_failure(&self, error: &anyhow::Error) {
         FlowRunner::record_failure(self, error)
+    }
+    fn record_panic(&self, message: &str) {
+        FlowRunner::record_panic(self, message)
     }
 }
 
@@ -313,15 +331,34 @@ impl Task for CheckpointRunner {
     fn record_failure(&self, error: &anyhow::Error) {
         CheckpointRunner::record_failure(self, error)
     }
+    fn record_panic(&self, message: &str) {
+        CheckpointRunner::record_panic(self, message)
+    }
 }
 
 /// Runs `runner` until it returns Ok, restarting it with backoff after a failure (not after a
 /// halt or a fence: those need attention).
+///
+/// A panic in a run is caught and halts it too, with one ERROR line and the panic's message in
+/// the status (`/status`, `/health`): a panic is a bug, not a passing failure, and restarting
+/// would most likely panic again on the same records. Restarting refract resumes a halted task
+/// from its last commit.
 pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
     let mut backoff = Backoff::new();
     loop {
         backoff.attempt();
-        match runner.run() {
+        // Unwind safety: after a panic the runner is never run again; only its status is
+        // written, behind locks that recover from poisoning.
+        let outcome = match catch_unwind(AssertUnwindSafe(|| runner.run())) {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                runner.record_panic(&message);
+                error!(flow = %name, "flow halted after a panic (a bug in refract; please report it); restart refract to resume from its last commit: {message}");
+                return;
+            }
+        };
+        match outcome {
             Ok(()) => return,
             Err(e) => {
                 runner.record_failure(&e);
@@ -343,5 +380,145 @@ pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
                 }
             }
         }
+    }
+}
+
+/// The message a panic was raised with (`panic!("...")` carries a `&str` or a `String`).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::AtomicU32;
+
+    use refract_config::Pipeline;
+    use refract_plugin::{PluginLimits, PluginRuntime, PolicyPlugin};
+    use refract_telemetry::FlowState;
+
+    use super::*;
+
+    /// A flow `a->b` of `tasks` tasks, with nothing running, and its plugins.
+    fn flow_tasks(tasks: u32) -> (FlowTasks, PluginSet) {
+        let text = format!(
+            "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntasks = {tasks}\n"
+        );
+        let pipeline = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
+        let flow = pipeline.flows[0].clone();
+        let runtime = PluginRuntime::new(PluginLimits::default()).unwrap();
+        let plugins = PluginSet {
+            policy: PolicyPlugin::load(&runtime, &flow.policy).unwrap(),
+            processors: Vec::new(),
+        };
+        let (source, target) = (
+            pipeline.clusters["a"].clone(),
+            pipeline.clusters["b"].clone(),
+        );
+        let board = FlowBoard::new(None, false);
+        let tasks = FlowTasks::new(flow, source, target, board, plugins.clone());
+        (tasks, plugins)
+    }
+
+    /// The seam: a run that panics with `panic`, reporting into a real runner's status the way
+    /// the runner itself would, and counting its runs.
+    struct Panicking<'a, T: Task> {
+        status_of: &'a T,
+        panic: fn(),
+        runs: AtomicU32,
+    }
+
+    impl<T: Task> Task for Panicking<'_, T> {
+        fn run(&self) -> Result<()> {
+            self.runs.fetch_add(1, Ordering::Relaxed);
+            (self.panic)();
+            Ok(())
+        }
+        fn record_failure(&self, error: &anyhow::Error) {
+            self.status_of.record_failure(error)
+        }
+        fn record_panic(&self, message: &str) {
+            self.status_of.record_panic(message)
+        }
+    }
+
+    /// Supervises `task` on a thread of its own, as [`FlowTasks::start`] does; whether the
+    /// thread ended without a panic escaping it.
+    fn supervise_on_a_thread<T: Task + Sync>(task: &Panicking<'_, T>) -> bool {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| s.spawn(|| supervise("a->b", task, &stop)).join().is_ok())
+    }
+
+    #[test]
+    fn a_panicking_task_halts_with_the_panic_message() {
+        let cases: [(u32, fn(), &str); 3] = [
+            (
+                1,
+                || panic!("slot {} out of range", 7),
+                "panicked: slot 7 out of range",
+            ),
+            (
+                3,
+                || panic!("a plain message"),
+                "task 1/3 panicked: a plain message",
+            ),
+            (
+                1,
+                || std::panic::panic_any(42_u8),
+                "panicked: a panic without a message",
+            ),
+        ];
+        for (count, panic, want) in cases {
+            let (tasks, plugins) = flow_tasks(count);
+            let stop = Arc::new(AtomicBool::new(false));
+            let index = count / 2;
+            let runner = FlowRunner::new(tasks.context(stop), TaskId::new(index, count), plugins);
+            let task = Panicking {
+                status_of: &runner,
+                panic,
+                runs: AtomicU32::new(0),
+            };
+            assert!(supervise_on_a_thread(&task), "the panic escaped the thread");
+            assert_eq!(
+                task.runs.load(Ordering::Relaxed),
+                1,
+                "halted, not restarted"
+            );
+            let status = tasks.board().status();
+            assert_eq!(status.state, FlowState::Halted, "{want}");
+            assert_eq!(status.halted.as_deref(), Some(want));
+            assert_eq!(status.last_error.as_deref(), Some(want));
+            assert_eq!(status.restarts, 0);
+            assert!(!status.healthy());
+        }
+    }
+
+    #[test]
+    fn panicking_checkpoints_leave_the_flow_degraded_with_the_panic_message() {
+        let (tasks, plugins) = flow_tasks(1);
+        let running = tasks.board().add_task(0);
+        lock(&running).state = FlowState::Running;
+        let stop = Arc::new(AtomicBool::new(false));
+        let checkpoints = CheckpointRunner::new(tasks.context(stop), plugins.policy);
+        let task = Panicking {
+            status_of: &checkpoints,
+            panic: || panic!("checkpoint for {} lost", "g1"),
+            runs: AtomicU32::new(0),
+        };
+        assert!(supervise_on_a_thread(&task), "the panic escaped the thread");
+        assert_eq!(task.runs.load(Ordering::Relaxed), 1, "not restarted");
+        let status = tasks.board().status();
+        assert_eq!(status.state, FlowState::Degraded);
+        assert_eq!(
+            status.checkpoints_failing.as_deref(),
+            Some("panicked, stopped until refract restarts: checkpoint for g1 lost")
+        );
+        assert!(!status.healthy());
     }
 }
