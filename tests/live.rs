@@ -171,6 +171,78 @@ fn plugin_hot_swap_under_continuous_production() {
     );
 }
 
+/// `max_bytes_per_second = 2 MB/s` on a flow with a 60 MB backlog: the target receives 2 MB/s
+/// (within 10 %, measured over 12 s after the first second's burst); a reload to 6 MB/s applies
+/// without a restart and the rate rises with it.
+#[test]
+fn a_throttled_flow_keeps_its_rate_and_a_reload_raises_it() {
+    use std::time::Instant;
+    const SIZE: usize = 20_000;
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("throttled");
+    a.create_topic(&topic, 2);
+    let records: Vec<TestRecord> = (0..3_000)
+        .map(|i| TestRecord {
+            partition: i % 2,
+            key: None,
+            value: Some(vec![b'x'; SIZE]),
+            headers: Vec::new(),
+            timestamp: 1_700_000_000_000 + i as i64,
+        })
+        .collect();
+    a.produce(&topic, &records);
+    let flow = |limit: u64| {
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n".to_string()
+            + &pipeline(
+            &[("a", a), ("b", b)],
+            &format!("[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\nrefresh_topics_interval = \"1s\"\ncommit_interval = \"500ms\"\nreplication_factor = 1\nemit_checkpoints = false\nmax_bytes_per_second = {limit}\n"),
+        )
+    };
+    let refract = Refract::start(&flow(2_000_000), &[]);
+    let remote = format!("a.{topic}");
+    let on_target = || b.counts(&remote).iter().sum::<i64>();
+    // Past the bucket's first second (2 MB = 100 records) before measuring.
+    refract.wait("the first 3 MB on the target", || on_target() >= 150);
+    let rate_over = |window: Duration| {
+        let (start, from) = (Instant::now(), on_target());
+        let mut to = from;
+        refract.wait("the measuring window", || {
+            to = on_target();
+            start.elapsed() >= window
+        });
+        (to - from) as f64 * SIZE as f64 / start.elapsed().as_secs_f64()
+    };
+    let slow = rate_over(Duration::from_secs(12));
+    assert!(
+        (slow - 2_000_000.0).abs() <= 200_000.0,
+        "{slow:.0} B/s at max_bytes_per_second = 2000000"
+    );
+    std::fs::write(&refract.pipeline, flow(6_000_000)).expect("edit");
+    refract.wait("the reload", || {
+        refract.log().contains("new read rate limits for a->b")
+    });
+    let fast = rate_over(Duration::from_secs(3));
+    eprintln!("2 MB/s limit: {slow:.0} B/s; after the reload to 6 MB/s: {fast:.0} B/s");
+    assert!(
+        fast > 4_000_000.0,
+        "{fast:.0} B/s after raising the limit to 6 MB/s"
+    );
+    let log = refract.log();
+    assert!(!log.contains("rebuilt a->b"), "not restarted: {log}");
+    refract.wait("everything mirrored", || on_target() == 3_000);
+    // The time spent waiting shows in /status.
+    let addr = refract.metrics_addr();
+    let mut throttled = 0;
+    refract.wait("the throttled time in /status", || {
+        let status: serde_json::Value =
+            serde_json::from_str(&http(&addr, "GET", "/status").1).unwrap_or_default();
+        throttled = status["flows"][0]["throttled_ms"].as_u64().unwrap_or(0);
+        throttled >= 5_000
+    });
+    assert!(throttled <= 60_000, "{throttled} ms");
+}
+
 /// Edits the pipeline while it runs: one flow unchanged, one with a new topic list, one removed,
 /// one added. Only the changed ones restart; the unchanged flow keeps mirroring without a
 /// duplicate.

@@ -89,6 +89,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "records_looped": s.records_looped,
                 "transactions_committed": s.transactions_committed,
                 "transactions_aborted": s.transactions_aborted,
+                "throttled_ms": s.throttled_ms,
                 "duplicates_on_start": s.duplicates,
                 "restarts": s.restarts,
                 "plugin_swaps": s.plugin_swaps,

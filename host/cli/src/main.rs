@@ -396,6 +396,7 @@ impl CatchUp {
             });
         let lag: i64 = status.iter().flat_map(|(_, s)| s.lag.values()).sum();
         let sent: u64 = status.iter().map(|(_, s)| s.records_sent).sum();
+        let throttled_ms: u64 = status.iter().map(|(_, s)| s.throttled_ms).sum();
         if ready && self.first_lag.is_none() {
             self.first_lag = Some(lag);
         }
@@ -416,8 +417,16 @@ impl CatchUp {
             };
             let first = self.first_lag.unwrap_or(lag).max(1);
             let done = 100.0 * (1.0 - lag as f64 / first as f64).clamp(0.0, 1.0);
+            // The rate is measured, so a flow's max_bytes_per_second / max_records_per_second
+            // is in the ETA already; say how much of the time the throttle held reads back.
+            let throttled = if throttled_ms > 0 {
+                let share = throttled_ms as f64 / 10.0 / elapsed / status.len().max(1) as f64;
+                format!(" (throttled {:.0}% of the time)", share.min(100.0))
+            } else {
+                String::new()
+            };
             let line = format!(
-                "catching up: {sent} records mirrored, {lag} to go ({done:.0}%), {rate:.0} rec/s, ETA {eta}"
+                "catching up: {sent} records mirrored, {lag} to go ({done:.0}%), {rate:.0} rec/s{throttled}, ETA {eta}"
             );
             if self.tty {
                 eprint!("\r{line}\x1b[K");

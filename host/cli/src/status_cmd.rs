@@ -196,6 +196,13 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
         if committed + aborted > 0 {
             println!("  exactly-once: transactions committed {committed}  aborted {aborted}");
         }
+        let throttled_ms = flow["throttled_ms"].as_u64().unwrap_or(0);
+        if throttled_ms > 0 {
+            println!(
+                "  throttled {:.1} s in all (max_bytes_per_second / max_records_per_second)",
+                throttled_ms as f64 / 1000.0
+            );
+        }
         if let Some(c) = flow["cluster"].as_object() {
             println!(
                 "  cluster: group {}  this process {} holds tasks {}{}  rebalances {}",

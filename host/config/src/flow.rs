@@ -84,6 +84,9 @@ pub struct Flow {
     /// owns a stable subset of partitions, and with exactly-once its own `transactional.id`.
     /// One process runs them all; in cluster mode the processes divide them.
     pub tasks: u32,
+    /// `max_bytes_per_second` / `max_records_per_second`: how fast the flow may read its
+    /// source, across all its tasks; a reload changes it without a restart.
+    pub throttle: Throttle,
     /// How often source topics and partitions are rediscovered.
     pub refresh_topics_interval: Duration,
     /// Replication factor for remote topics refract creates (-1: the broker's default).
@@ -111,6 +114,15 @@ pub struct Flow {
     pub config_sync: ConfigSyncSettings,
     /// Topic ACL sync.
     pub acl_sync: AclSyncSettings,
+}
+
+/// A flow's read rate limits (`None`: unlimited).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Throttle {
+    /// `max_bytes_per_second`: key and value bytes read from the source per second.
+    pub bytes_per_second: Option<u64>,
+    /// `max_records_per_second`: records read from the source per second.
+    pub records_per_second: Option<u64>,
 }
 
 /// What a consumer of the target sees of each source record after a crash.

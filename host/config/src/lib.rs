@@ -25,6 +25,7 @@ pub use flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
     OffsetTranslation, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
+    Throttle,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{ClientRole, Cluster, ClusterMode, Endpoint, EndpointTls, Pipeline, ReloadAccess};

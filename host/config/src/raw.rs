@@ -69,6 +69,8 @@ pub struct RawFlow {
     pub policy: Option<Spanned<RawPlugin>>,
     pub refresh_topics_interval: Option<Spanned<String>>,
     pub commit_interval: Option<Spanned<String>>,
+    pub max_bytes_per_second: Option<Spanned<toml::Value>>,
+    pub max_records_per_second: Option<Spanned<i64>>,
     pub replication_factor: Option<Spanned<i64>>,
     pub heartbeats_replication: Option<bool>,
     pub processors: Option<Vec<Spanned<RawProcessor>>>,

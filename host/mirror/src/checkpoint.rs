@@ -88,6 +88,7 @@ impl CheckpointRunner {
             target,
             stop,
             board,
+            ..
         } = context;
         Self {
             flow,

@@ -440,6 +440,14 @@ impl Mirror {
                 summary.push(format!("new plugins for {name}"));
             }
         }
+        for name in &diff.retune {
+            let wanted = pipeline.flows.iter().find(|f| f.name() == *name);
+            if let (Some(i), Some(wanted)) = (index(flows, name), wanted) {
+                flows[i].tasks.set_throttle(wanted.throttle);
+                flows[i].shape.flow.throttle = wanted.throttle;
+                summary.push(format!("new read rate limits for {name}"));
+            }
+        }
         for name in &diff.stop_reverse_heartbeats {
             if let Some(i) = index(flows, name) {
                 flows[i].tasks.stop_reverse_heartbeats();

@@ -38,7 +38,12 @@ impl FlowShape {
     /// start writing the reverse heartbeats (that needs a producer on the source). Stopping
     /// them, and new plugin file contents, apply live.
     fn rebuilt_by(&self, other: &FlowShape) -> bool {
-        self.flow != other.flow
+        // The read rate limits apply live.
+        let same_but_throttle = Flow {
+            throttle: other.flow.throttle,
+            ..self.flow.clone()
+        };
+        same_but_throttle != other.flow
             || self.source != other.source
             || self.target != other.target
             || (!self.reverse_heartbeats && other.reverse_heartbeats)
@@ -121,6 +126,9 @@ pub struct FlowDiff {
     /// Flows that stop writing the reverse pair's heartbeats, live (a flow in the other
     /// direction now writes them): nothing else of theirs changed.
     pub stop_reverse_heartbeats: Vec<String>,
+    /// Flows whose read rate limits (`max_bytes_per_second`, `max_records_per_second`)
+    /// changed, live: nothing else of theirs changed.
+    pub retune: Vec<String>,
     /// New flows: started.
     pub add: Vec<String>,
 }
@@ -132,6 +140,7 @@ impl FlowDiff {
             && self.rebuild.is_empty()
             && self.swap_plugins.is_empty()
             && self.stop_reverse_heartbeats.is_empty()
+            && self.retune.is_empty()
             && self.add.is_empty()
     }
 }
@@ -193,6 +202,9 @@ pub fn plan(old: &PipelineShape, new: &PipelineShape) -> Result<FlowDiff, NotLiv
                 }
                 if running.reverse_heartbeats && !wanted.reverse_heartbeats {
                     diff.stop_reverse_heartbeats.push(running.name());
+                }
+                if running.flow.throttle != wanted.flow.throttle {
+                    diff.retune.push(running.name());
                 }
             }
         }
@@ -354,10 +366,38 @@ mod tests {
                     swap_plugins: names(swap),
                     add: names(add),
                     stop_reverse_heartbeats: diff.stop_reverse_heartbeats.clone(),
+                    retune: Vec::new(),
                 },
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn read_rate_limits_change_live_and_other_settings_still_rebuild() {
+        let limited = AB.to_string() + "max_bytes_per_second = \"2MiB\"\n";
+        let faster =
+            AB.to_string() + "max_bytes_per_second = 4000000\nmax_records_per_second = 10\n";
+        let diff = plan(&shape(AB, "", 1), &shape(&limited, "", 1)).expect("plan");
+        assert_eq!(diff.retune, names(&["a->b"]));
+        assert!(diff.rebuild.is_empty() && diff.swap_plugins.is_empty());
+        let diff = plan(&shape(&limited, "", 1), &shape(&faster, "", 1)).expect("plan");
+        assert_eq!(diff.retune, names(&["a->b"]));
+        let slower_commits = faster.clone() + "commit_interval = \"9s\"\n";
+        let diff = plan(&shape(&limited, "", 1), &shape(&slower_commits, "", 1)).expect("plan");
+        assert_eq!(diff.rebuild, names(&["a->b"]));
+        assert!(diff.retune.is_empty());
+    }
+
+    #[test]
+    fn an_endpoint_setting_cannot_change_live() {
+        let old = shape(AB, "[metrics]\nlisten = \"127.0.0.1:9464\"\n", 1);
+        let new = shape(
+            AB,
+            "[metrics]\nlisten = \"127.0.0.1:9464\"\nreload = false\n",
+            1,
+        );
+        assert_eq!(plan(&old, &new).expect_err("refused"), NotLive::Endpoint);
     }
 
     #[test]

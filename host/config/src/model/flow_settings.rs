@@ -12,7 +12,7 @@ use crate::error::ConfigError;
 use crate::flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
-    OffsetTranslation, PluginSpec,
+    OffsetTranslation, PluginSpec, Throttle,
 };
 use crate::raw::RawFlow;
 use crate::rules::{BUILTIN_POLICIES, COMPRESSION_TYPES};
@@ -22,6 +22,45 @@ use crate::topics::{
 };
 
 impl Builder<'_> {
+    /// `max_bytes_per_second` (bytes, or a size like "2MiB") and `max_records_per_second`.
+    fn throttle(
+        &self,
+        key: &str,
+        bytes: &Option<Spanned<toml::Value>>,
+        records: &Option<Spanned<i64>>,
+    ) -> Result<Throttle, ConfigError> {
+        let bytes_per_second = match bytes {
+            None => None,
+            Some(v) => {
+                let parsed = match v.get_ref() {
+                    toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
+                    toml::Value::String(s) => crate::parse_size(s).map(|n| n as u64),
+                    _ => Err("must be a positive number of bytes or a size like \"2MiB\"".into()),
+                };
+                Some(
+                    parsed.or_else(|e| {
+                        self.err(v.span(), format!("{key}.max_bytes_per_second"), e)
+                    })?,
+                )
+            }
+        };
+        let records_per_second = match records {
+            None => None,
+            Some(v) if *v.get_ref() > 0 => Some(*v.get_ref() as u64),
+            Some(v) => {
+                return self.err(
+                    v.span(),
+                    format!("{key}.max_records_per_second"),
+                    "must be a positive number of records".into(),
+                )
+            }
+        };
+        Ok(Throttle {
+            bytes_per_second,
+            records_per_second,
+        })
+    }
+
     pub(super) fn flow(
         &self,
         i: usize,
@@ -286,11 +325,14 @@ impl Builder<'_> {
                 }
             },
         };
+        let throttle =
+            self.throttle(&key, &raw.max_bytes_per_second, &raw.max_records_per_second)?;
         if raw.enabled == Some(false) {
             return Ok(None);
         }
         Ok(Some(Flow {
             tasks,
+            throttle,
             source: raw.source.into_inner(),
             target: raw.target.into_inner(),
             topics: TopicFilter { include, exclude },
@@ -454,6 +496,33 @@ mod tests {
         assert_eq!(f.config_sync.use_defaults_from, DefaultsFrom::Target);
         assert!(f.config_sync.enabled && f.acl_sync.enabled && f.provenance_header);
         assert_eq!(f.internal_replication_factor, -1);
+    }
+
+    #[test]
+    fn read_rate_limits() {
+        let f = &parse("").unwrap().flows[0];
+        assert_eq!(f.throttle, Throttle::default());
+        let f = &parse("max_bytes_per_second = \"2MiB\"\nmax_records_per_second = 500\n")
+            .unwrap()
+            .flows[0];
+        assert_eq!(f.throttle.bytes_per_second, Some(2 << 20));
+        assert_eq!(f.throttle.records_per_second, Some(500));
+        assert_eq!(
+            parse("max_bytes_per_second = 2000000\n").unwrap().flows[0]
+                .throttle
+                .bytes_per_second,
+            Some(2_000_000)
+        );
+        for bad in [
+            "max_bytes_per_second = 0",
+            "max_bytes_per_second = -5",
+            "max_bytes_per_second = \"fast\"",
+            "max_records_per_second = 0",
+        ] {
+            let e = parse(&format!("{bad}\n")).unwrap_err().to_string();
+            let key = bad.split(' ').next().unwrap();
+            assert!(e.contains(&format!("flow[0].{key}")), "{bad}: {e}");
+        }
     }
 
     /// The README's example pipeline writes every flow setting with its default value (except

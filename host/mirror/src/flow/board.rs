@@ -124,6 +124,7 @@ impl FlowStatus {
         self.plugin_swaps += other.plugin_swaps;
         self.transactions_committed += other.transactions_committed;
         self.transactions_aborted += other.transactions_aborted;
+        self.throttled_ms += other.throttled_ms;
     }
 
     /// Adds what `other` (a task) says about its partitions and clusters to these.

@@ -2,6 +2,8 @@
 //! the Prometheus series and, where an operator needs to see each occurrence, the log line, so
 //! the three cannot drift apart.
 
+use std::time::Duration;
+
 use refract_telemetry::RecordEvent;
 use tracing::{debug, warn};
 
@@ -12,6 +14,13 @@ use super::slots::Slot;
 use super::{lock, FlowRunner};
 
 impl FlowRunner {
+    /// Adds time the record thread waited for the flow's throttle.
+    pub(super) fn add_throttled(&self, waited: Duration) {
+        if !waited.is_zero() {
+            lock(&self.status).throttled_ms += waited.as_millis() as u64;
+        }
+    }
+
     /// Counts `n` records of `event` in the flow's status and its series.
     pub(super) fn count(&self, event: RecordEvent, n: u64) {
         if n == 0 {

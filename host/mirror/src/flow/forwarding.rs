@@ -120,6 +120,8 @@ impl Run<'_> {
         let runner = self.runner;
         let mut timeout = Duration::from_millis(100);
         let mut polled = 0u64;
+        // Key and value bytes read, for the flow's throttle.
+        let mut read_bytes = 0u64;
         let mut pending: Vec<Fetched<'_>> = Vec::new();
         let mut looped = 0u64;
         // Records handed to the producer without a chain (the chain's are counted after it).
@@ -127,7 +129,13 @@ impl Run<'_> {
         let mut now = now_ms();
         // Slots whose read metrics gathered something in this batch.
         let mut touched: Vec<usize> = Vec::new();
+        // Under a read rate limit a batch holds what the limit allows now (at least one
+        // record), so records arrive smoothly rather than in bursts a second apart.
+        let (byte_allowance, record_allowance) = self.throttle.allowance();
         for _ in 0..MAX_POLL_BATCH {
+            if polled > 0 && (read_bytes >= byte_allowance || polled >= record_allowance) {
+                break;
+            }
             let msg = match queue.poll(timeout) {
                 None => break,
                 // A log or stats event: the wait for records is over (a consumer with nothing
@@ -159,6 +167,8 @@ impl Run<'_> {
             slot.position = Some(offset + 1);
             slot.read = true;
             polled += 1;
+            read_bytes +=
+                (msg.key().map_or(0, <[u8]>::len) + msg.payload().map_or(0, <[u8]>::len)) as u64;
             if slot.metrics.is_some() {
                 if slot.read_bytes == 0 && slot.age.is_empty() {
                     touched.push(i);
@@ -255,6 +265,7 @@ impl Run<'_> {
                 self.publish_degraded();
             }
         }
+        self.throttle.took(read_bytes, polled);
         runner.count(RecordEvent::Sent, sent);
         runner.count(RecordEvent::Looped, looped);
         if !pending.is_empty() {

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+pub use throttle::Limits as ThrottleLimits;
 
 use anyhow::{Context, Result};
 use rdkafka::{Offset, TopicPartitionList};
@@ -33,6 +34,7 @@ mod provenance;
 mod run;
 mod slots;
 mod status;
+mod throttle;
 mod transactions;
 
 pub use board::FlowBoard;
@@ -88,6 +90,8 @@ pub struct FlowContext {
     pub stop: Arc<AtomicBool>,
     /// Where the flow's status is put together.
     pub board: Arc<FlowBoard>,
+    /// The flow's read rate limits, shared by its tasks and changed by a reload.
+    pub throttle: Arc<ThrottleLimits>,
 }
 
 /// The `transactional.id` of an exactly-once task's target producer: the same in every process
@@ -130,6 +134,8 @@ pub struct FlowRunner {
     drain: Duration,
     /// Acknowledged source positions summed, and when that sum last grew (stall detection).
     progress_mark: Mutex<(i64, Instant)>,
+    /// The flow's read rate limits.
+    throttle: Arc<ThrottleLimits>,
 }
 
 impl FlowRunner {
@@ -141,6 +147,7 @@ impl FlowRunner {
             target,
             stop,
             board,
+            throttle,
         } = context;
         let status = board.add_task(task.index);
         Self {
@@ -159,6 +166,7 @@ impl FlowRunner {
             flow_metrics: None,
             drain: DRAIN_TIMEOUT,
             progress_mark: Mutex::new((0, Instant::now())),
+            throttle,
         }
     }
 

@@ -26,6 +26,7 @@ use crate::planner::{TopicPlan, TopicPlanner};
 use super::delivery::{Clients, Progress};
 use super::internals::{Internals, Syncs};
 use super::slots::Slots;
+use super::throttle::TaskThrottle;
 use super::transactions::{abort_transaction, AfterCommit, Transactions};
 use super::{lock, FlowRunner, AWAIT_REMOTE_INTERVAL, STATS_INTERVAL};
 
@@ -86,6 +87,8 @@ pub(super) struct Run<'r> {
     pub(super) fatal_streak: u32,
     /// Failed commits of source positions in a row.
     commit_failures: u32,
+    /// This task's share of the flow's read rate limits.
+    pub(super) throttle: TaskThrottle,
 }
 
 impl<'r> Run<'r> {
@@ -132,6 +135,7 @@ impl<'r> Run<'r> {
             plan: TopicPlan::default(),
             fatal_streak: 0,
             commit_failures: 0,
+            throttle: TaskThrottle::new(Arc::clone(&runner.throttle), runner.task.count),
         })
     }
 
@@ -158,10 +162,17 @@ impl<'r> Run<'r> {
                         flow.refresh_topics_interval
                     };
             }
-            self.forward_batch(&queue)?;
+            // Over the flow's read rate: wait (briefly) instead of reading.
+            let pause = self.throttle.pause();
+            if pause.is_zero() {
+                self.forward_batch(&queue)?;
+            } else {
+                std::thread::sleep(pause);
+            }
             self.clients.poll_producer(Duration::ZERO);
             self.deliver()?;
             if Instant::now() >= next_stats {
+                self.runner.add_throttled(self.throttle.take_throttled());
                 self.publish_stats();
                 next_stats = Instant::now() + STATS_INTERVAL;
             }

@@ -57,6 +57,9 @@ pub struct FlowStatus {
     pub transactions_committed: u64,
     /// Exactly-once: transactions aborted (`refract_transactions_total{result="aborted"}`).
     pub transactions_aborted: u64,
+    /// Milliseconds the record threads waited to keep to `max_bytes_per_second` /
+    /// `max_records_per_second`.
+    pub throttled_ms: u64,
     /// starting (before the first run), running, degraded (running, with partitions that cannot
     /// make progress), restarting,
     /// halted or stopped.

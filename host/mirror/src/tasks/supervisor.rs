@@ -18,7 +18,7 @@ use refract_telemetry::Metrics;
 
 use crate::chain::Halt;
 use crate::checkpoint::CheckpointRunner;
-use crate::flow::{lock, FlowBoard, FlowContext, FlowRunner, PluginSet};
+use crate::flow::{lock, FlowBoard, FlowContext, FlowRunner, PluginSet, ThrottleLimits};
 use crate::Fenced;
 
 use super::{Backoff, TaskId};
@@ -50,6 +50,8 @@ pub(crate) struct FlowTasks {
     drain: Duration,
     running: Mutex<BTreeMap<u32, RunningTask>>,
     checkpoints: Mutex<Option<RunningCheckpoints>>,
+    /// The flow's read rate limits, shared by its tasks; a reload changes them live.
+    throttle: Arc<ThrottleLimits>,
 }
 
 impl FlowTasks {
@@ -63,6 +65,7 @@ impl FlowTasks {
         plugins: PluginSet,
     ) -> Self {
         Self {
+            throttle: ThrottleLimits::new(flow.throttle),
             flow,
             source,
             target,
@@ -289,7 +292,13 @@ impl FlowTasks {
             target: self.target.clone(),
             stop,
             board: self.board.clone(),
+            throttle: self.throttle.clone(),
         }
+    }
+
+    /// New read rate limits, from the next batch of every task on.
+    pub(crate) fn set_throttle(&self, throttle: refract_config::Throttle) {
+        self.throttle.set(throttle);
     }
 
     /// `A->B`, or `A->B task 2/4` when the flow has several tasks.
