@@ -10,18 +10,31 @@ pub fn http(addr: &str, method: &str, path: &str) -> (u16, String) {
 /// [`http`] with extra header lines (`"Authorization: Bearer …"`).
 pub fn http_with(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    exchange(&mut s, addr, (method, path), headers)
+}
+
+/// Writes one request (`Connection: close`) to `stream` and reads the reply: (status code,
+/// body). Shared by [`http_with`] and the test kit's HTTPS client.
+pub(crate) fn exchange(
+    stream: &mut (impl Read + Write),
+    addr: &str,
+    (method, path): (&str, &str),
+    headers: &[&str],
+) -> (u16, String) {
     let mut extra = String::new();
     for h in headers {
         extra.push_str(h);
         extra.push_str("\r\n");
     }
     write!(
-        s,
+        stream,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n{extra}\r\n"
     )
     .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
+    let mut raw = Vec::new();
+    // A TLS peer may close without close_notify after the whole answer.
+    let _ = stream.read_to_end(&mut raw);
+    let out = String::from_utf8_lossy(&raw);
     let code = out
         .split_whitespace()
         .nth(1)

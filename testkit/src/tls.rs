@@ -320,33 +320,9 @@ pub fn https(
     headers: &[&str],
 ) -> (u16, String) {
     use openssl::ssl::{SslConnector, SslMethod};
-    use std::io::{Read, Write};
-    let (method, path) = request;
     let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
     connector.set_ca_file(ca).expect("CA file");
     let tcp = std::net::TcpStream::connect(addr).expect("connect");
     let mut s = connector.build().connect(host, tcp).expect("TLS handshake");
-    let mut extra = String::new();
-    for h in headers {
-        extra.push_str(h);
-        extra.push_str("\r\n");
-    }
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n{extra}\r\n"
-    )
-    .expect("write");
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let out = String::from_utf8_lossy(&raw);
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
+    crate::metrics::exchange(&mut s, addr, request, headers)
 }

@@ -446,47 +446,39 @@ async fn route(
         return refused.response();
     }
     let handler = Arc::clone(&shared.handler);
-    match endpoint {
-        Endpoint::Reload => {
-            connection.enter(Phase::Handling, RELOAD_TIMEOUT);
-            reload(handler, detailed, &shared.reloading).await
-        }
-        Endpoint::Metrics => {
-            connection.enter(Phase::Handling, HANDLER_TIMEOUT);
-            let mut response = call(&path, move || text(StatusCode::OK, handler.metrics())).await;
-            if response.status() == StatusCode::OK {
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                );
-            }
-            response
-        }
-        Endpoint::Health => {
-            connection.enter(Phase::Handling, HANDLER_TIMEOUT);
-            call(&path, move || {
+    if endpoint == Endpoint::Reload {
+        connection.enter(Phase::Handling, RELOAD_TIMEOUT);
+        return reload(handler, detailed, &shared.reloading).await;
+    }
+    connection.enter(Phase::Handling, HANDLER_TIMEOUT);
+    call(&path, move || {
+        let (status, content_type, body) = match endpoint {
+            Endpoint::Metrics => (
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                handler.metrics(),
+            ),
+            Endpoint::Health => {
                 let (healthy, body) = handler.health();
                 let status = if healthy {
                     StatusCode::OK
                 } else {
                     StatusCode::SERVICE_UNAVAILABLE
                 };
-                text(status, body)
-            })
-            .await
-        }
-        Endpoint::Status => {
-            connection.enter(Phase::Handling, HANDLER_TIMEOUT);
-            let mut response = call(&path, move || text(StatusCode::OK, handler.status())).await;
-            if response.status() == StatusCode::OK {
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
+                (status, "text/plain; charset=utf-8", body)
             }
-            response
-        }
-    }
+            // (A reload was answered above.)
+            Endpoint::Status | Endpoint::Reload => {
+                (StatusCode::OK, "application/json", handler.status())
+            }
+        };
+        let mut response = text(status, body);
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    })
+    .await
 }
 
 /// Reads and discards a body of at most [`MAX_REQUEST_BYTES`].
