@@ -901,6 +901,138 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         assert!(samples(&text).contains(&r#"refract_reloads_total{result="rejected"} 2"#));
     }
 
+    /// Compares a whole exposition with the golden file `tests/golden/<name>`, byte for byte.
+    /// `REFRACT_BLESS=1` writes the file instead (then review its diff: every changed byte is
+    /// a change a scraper sees).
+    fn assert_golden(name: &str, text: &str) {
+        let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("REFRACT_BLESS").is_some() {
+            std::fs::write(&path, text).unwrap();
+            return;
+        }
+        let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        if text != golden {
+            let at = text
+                .lines()
+                .zip(golden.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| text.lines().count().min(golden.lines().count()));
+            panic!(
+                "the exposition differs from {path} at line {}:\n  got:    {:?}\n  golden: {:?}\nwhole exposition:\n{text}",
+                at + 1,
+                text.lines().nth(at),
+                golden.lines().nth(at)
+            );
+        }
+    }
+
+    /// The whole `/metrics` of one process mirroring `a->b` (one topic of 2 partitions, one
+    /// processor plugin, a checkpointed group, reloads, a degraded partition), recorded the
+    /// way the mirror records. The clock is a manual one, so the stats' windows are exact.
+    #[test]
+    fn golden_metrics_of_a_small_pipeline() {
+        let clock = std::sync::Arc::new(crate::ManualClock::new());
+        let m = Metrics::with_clock(clock.clone(), std::time::Duration::from_secs(30));
+        let flow = m.flow("a->b").unwrap();
+        flow.set_state(FlowState::Running);
+        flow.inflight_bytes.add_i64(1536);
+        flow.inflight_bytes.add_i64(-512);
+        for (event, n) in [
+            (RecordEvent::Sent, 10),
+            (RecordEvent::Filtered, 2),
+            (RecordEvent::Skipped, 1),
+            (RecordEvent::DeadLettered, 1),
+            (RecordEvent::Looped, 3),
+        ] {
+            flow.count(event, n);
+        }
+        flow.transaction(true);
+        flow.transaction(true);
+        flow.transaction(false);
+        flow.transaction_duration.observe(0.03);
+        flow.transaction_duration
+            .observe_duration(std::time::Duration::from_millis(1200));
+
+        let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
+        let p1 = m.source_partition("a", "b", "a.orders", 1).unwrap();
+        // Read-side observations are handed over in batches, as the mirror's slots do; the
+        // first one leaves the window before the render.
+        let mut age = crate::StatBatch::new();
+        age.record(100.0);
+        p0.record_age_ms.record_all(&mut age);
+        clock.advance(std::time::Duration::from_secs(31));
+        for v in [5.0, 7.0, 6.5] {
+            age.record(v);
+        }
+        p0.record_age_ms.record_all(&mut age);
+        p0.byte_count.inc_by(4096);
+        p0.record_count.inc_by(6);
+        p0.replication_latency_ms.record(12.25);
+        p0.replication_latency_ms.record(0.5);
+        p0.replication_lag_records.set_i64(0);
+        p1.byte_count.inc_by(100);
+        p1.record_count.inc_by(1);
+        p1.record_age_ms.record(0.000_1);
+        p1.replication_lag_records.set_i64(42);
+
+        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", 0)
+            .unwrap()
+            .record(3.0);
+        // Group ids are free text: quotes and backslashes are escaped.
+        m.checkpoint_latency_ms("a", "b", "billing \"eu\" \\ 2", "a.orders", 1)
+            .unwrap();
+
+        let plugin = m.plugin("mask", "a->b").unwrap();
+        plugin.calls.inc_by(13);
+        plugin.errors.inc();
+        plugin
+            .call_duration
+            .observe_duration(std::time::Duration::from_micros(30));
+        plugin.call_duration.observe(0.002);
+        plugin.call_duration.observe(3.0);
+
+        m.reloads(ReloadResult::Ok).unwrap().inc();
+        m.reloads(ReloadResult::Rejected).unwrap().inc_by(2);
+        m.partition_errors("a->b", "a.orders", Some(1), "record_too_large")
+            .unwrap()
+            .inc();
+        m.partition_degraded("a->b", "a.orders", Some(1))
+            .unwrap()
+            .set(1.0);
+        m.partition_errors("a->b", "", None, "fetch")
+            .unwrap()
+            .inc_by(3);
+
+        assert_golden("metrics.txt", &m.render());
+    }
+
+    /// The whole `/metrics` of one process of a cluster-mode flow: every series carries the
+    /// process's `instance`, and the cluster series exist. No stat is recorded (this registry
+    /// has the real clock), so they render as MirrorMaker 2's empty windows do: `NaN`.
+    #[test]
+    fn golden_metrics_in_cluster_mode() {
+        let m = Metrics::with_const_labels(&[("instance", "mirror-1")]).unwrap();
+        let flow = m.flow("a->b").unwrap();
+        flow.set_state(FlowState::Standby);
+        flow.count(RecordEvent::Sent, 5);
+        let cluster = m.cluster("a->b").unwrap();
+        cluster.tasks.set_i64(2);
+        cluster.members.set_i64(3);
+        cluster.set_duties(true);
+        cluster.rebalances.inc_by(4);
+        cluster.handover.observe(0.2);
+        cluster
+            .handover
+            .observe_duration(std::time::Duration::from_secs(90));
+        let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
+        p0.record_count.inc_by(5);
+        p0.replication_lag_records.set_i64(7);
+        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", 0)
+            .unwrap();
+        m.reloads(ReloadResult::Ok).unwrap().inc();
+        assert_golden("metrics-cluster.txt", &m.render());
+    }
+
     #[test]
     fn every_refract_series_registers_together() {
         // All families in one registry: no kind conflicts or name clashes between them.
