@@ -2,11 +2,11 @@
 //! the Prometheus series and, where an operator needs to see each occurrence, the log line, so
 //! the three cannot drift apart.
 
-use refract_telemetry::RecordEvent;
 use tracing::{debug, warn};
 
 use crate::chain::{DeadLetter, Skipped};
 use crate::degraded::{Change, Degraded};
+use crate::series::{RecordEvent, RefractSeries};
 
 use super::slots::Slot;
 use super::{lock, FlowRunner};
