@@ -1,7 +1,8 @@
 //! refract's telemetry: logging (`tracing` to stderr, filtered by `RUST_LOG`, as text or JSON
-//! lines), a generic Prometheus metrics registry (labeled series and MirrorMaker 2 style stats),
-//! and the HTTP server for `/metrics`, `/health`, `/reload` and `/status`. refract's own series
-//! (names, help texts, labels) are the mirror's: `refract_mirror::series`.
+//! lines), a generic Prometheus metrics registry on the `prometheus` crate (labeled series and
+//! MirrorMaker 2 style stats), and the HTTP server for `/metrics`, `/health`, `/reload` and
+//! `/status`. refract's own series (names, help texts, labels) are the mirror's:
+//! `refract_mirror::series`.
 
 pub mod http;
 pub mod metrics;
