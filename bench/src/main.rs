@@ -1,7 +1,8 @@
 //! Measures refract's throughput against a plain librdkafka consume→produce loop between two
 //! librdkafka mock clusters (in-process, so the mirror is measured, not a broker); the
 //! `kafka-compare` mode (`mm2_compare`, run by bench/mm2-compare) compares refract with
-//! MirrorMaker 2 on real Apache Kafka brokers.
+//! MirrorMaker 2 on real Apache Kafka brokers; the `metrics-render` mode (`metrics_render`)
+//! times rendering `/metrics` for thousands of partitions, without brokers.
 //!
 //! The source is pre-filled once; every scenario mirrors it into a fresh target cluster, in its
 //! own process, so each one's CPU time and peak RSS are its own. Rates are measured from the
@@ -21,6 +22,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
+mod metrics_render;
 mod mm2_compare;
 
 const TOPIC: &str = "bench";
@@ -52,6 +54,8 @@ enum Mode {
     /// refract against MirrorMaker 2 on two real Apache Kafka brokers (run by bench/mm2-compare)
     #[command(args_override_self = true)]
     KafkaCompare(mm2_compare::Opts),
+    /// Time and size of one /metrics render with thousands of partitions (no brokers)
+    MetricsRender(metrics_render::Opts),
     /// The baseline scenario's consume→produce loop (the benchmark starts it itself)
     #[command(hide = true)]
     BaselinePipe {
@@ -114,6 +118,7 @@ fn main() -> Result<()> {
     let mut args = match cli.mode {
         // refract against MirrorMaker 2 on real Apache Kafka brokers (bench/mm2-compare)
         Some(Mode::KafkaCompare(opts)) => return mm2_compare::main(opts),
+        Some(Mode::MetricsRender(opts)) => return metrics_render::main(opts),
         Some(Mode::BaselinePipe {
             source,
             target,

@@ -219,7 +219,7 @@ mod tests {
             (
                 "a->b".to_string(),
                 FlowStatus {
-                    state: refract_telemetry::FlowState::Degraded,
+                    state: refract_mirror::FlowState::Degraded,
                     degraded: vec![reads.clone(), degraded.clone()],
                     ..FlowStatus::default()
                 },
@@ -227,14 +227,14 @@ mod tests {
             (
                 "b->a".to_string(),
                 FlowStatus {
-                    state: refract_telemetry::FlowState::Running,
+                    state: refract_mirror::FlowState::Running,
                     ..FlowStatus::default()
                 },
             ),
             (
                 "a->c".to_string(),
                 FlowStatus {
-                    state: refract_telemetry::FlowState::Degraded,
+                    state: refract_mirror::FlowState::Degraded,
                     unreachable: vec![refract_mirror::watch::Unreachable {
                         cluster: "c".into(),
                         side: refract_config::Side::Target,

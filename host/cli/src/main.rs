@@ -391,7 +391,7 @@ impl CatchUp {
         let status = mirror.status();
         let ready = !status.is_empty()
             && status.iter().all(|(_, s)| {
-                s.state == refract_telemetry::FlowState::Running
+                s.state == refract_mirror::FlowState::Running
                     && (s.routes.is_empty() || !s.lag.is_empty())
             });
         let lag: i64 = status.iter().flat_map(|(_, s)| s.lag.values()).sum();

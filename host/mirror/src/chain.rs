@@ -13,7 +13,9 @@ use refract_plugin::{
     cut_head, BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, TrapKind,
     MESSAGE_CAP,
 };
-use refract_telemetry::{Metrics, PluginMetrics};
+use refract_telemetry::Metrics;
+
+use crate::series::{PluginMetrics, RefractSeries};
 
 /// A record on its way to the target, remembering the source offset it came from. Bytes are
 /// borrowed from the fetched source record until a processor replaces them.

@@ -22,6 +22,7 @@ use refract_config::{names, ClientRole, Cluster, Flow, OffsetSyncsLocation, Offs
 use refract_plugin::{PolicyPlugin, ReplicationPolicy};
 
 use crate::flow::{lock, set_checkpoints_failing, FlowBoard, FlowContext, SharedStatus};
+use crate::series::RefractSeries;
 use refract_kafka::admin_ffi::commit_within;
 use refract_kafka::clients::{
     client_config, ensure_topic, list_topics, Authenticated, Detached, REQUEST_TIMEOUT,

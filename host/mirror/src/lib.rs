@@ -14,6 +14,7 @@ mod planner;
 pub mod probe;
 mod progress;
 pub mod reload;
+pub mod series;
 mod takeover;
 mod tasks;
 mod topic_configs;
@@ -31,7 +32,7 @@ use tracing::{error, info};
 
 use refract_config::{Flow, OnError, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ProcessorPlugin};
-use refract_telemetry::{Metrics, ReloadResult};
+use refract_telemetry::Metrics;
 
 pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::{CheckpointRunner, TRANSLATION_HEADER};
@@ -43,6 +44,10 @@ pub use flow::{ClusterView, Member};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
 pub use reload::{FlowDiff, FlowShape, NotLive, PipelineShape};
+pub use series::{
+    ClusterMetrics, FlowMetrics, FlowState, PluginMetrics, RecordEvent, RefractSeries,
+    ReloadResult, SourcePartitionMetrics,
+};
 pub use tasks::TaskId;
 
 /// A flow whose plugins are loaded and checked, ready to start.

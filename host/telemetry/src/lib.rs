@@ -1,19 +1,16 @@
 //! refract's telemetry: logging (`tracing` to stderr, filtered by `RUST_LOG`, as text or JSON
-//! lines), a Prometheus metrics registry with refract's series, and the HTTP server for
-//! `/metrics`, `/health`, `/reload` and `/status`.
+//! lines), a generic Prometheus metrics registry on the `prometheus` crate (labeled series and
+//! MirrorMaker 2 style stats), and the HTTP server for `/metrics`, `/health`, `/reload` and
+//! `/status`. refract's own series (names, help texts, labels) are the mirror's:
+//! `refract_mirror::series`.
 
 pub mod http;
 pub mod metrics;
 mod quiet;
-pub mod series;
 
 pub use metrics::{
     Clock, Counter, Gauge, Histogram, ManualClock, Metrics, MetricsError, MonotonicClock, Stat,
     StatBatch, StatSnapshot,
-};
-pub use series::{
-    names, ClusterMetrics, FlowMetrics, FlowState, PluginMetrics, RecordEvent, ReloadResult,
-    SourcePartitionMetrics,
 };
 
 use std::fmt;

@@ -1,56 +1,70 @@
-//! A small Prometheus metrics registry: labeled counters, gauges, MirrorMaker 2 style
-//! Value/Min/Max/Avg "stats" and histograms, rendered in text exposition format 0.0.4.
+//! refract's metrics registry: labeled counters, gauges, histograms and MirrorMaker 2 style
+//! Value/Min/Max/Avg "stats" on the `prometheus` crate's [`Registry`], rendered by its text
+//! encoder (exposition format 0.0.4).
+//!
+//! Why a layer over the crate: refract registers series lazily and from many places (a
+//! partition's series when it is first mirrored, a plugin's when its flow starts), always
+//! asking for one series by name and label pairs. The crate wants each family created and
+//! registered once with its label names. This registry keeps the families by name, creates
+//! and registers each on its first series, finds the same series when asked again, adds the
+//! process's constant labels (e.g. `instance`) to every family, and removes series by label
+//! match when a reload removes a flow or its partitions.
 //!
 //! Registration (`Metrics::counter` and friends) takes the registry lock and allocates; it
-//! returns a handle the caller keeps. Updating through a handle is lock-free (counters, gauges,
-//! histograms) or takes one uncontended per-series lock (stats) and never allocates, so handles
-//! are meant for the per-record hot path.
+//! returns a handle the caller keeps. Updating through a handle is lock-free (counters,
+//! gauges, histograms) or takes one uncontended per-series lock (stats) and never allocates,
+//! so handles are meant for the per-record hot path.
 //!
 //! Rules:
 //! - Registering the same name and label set again returns the same series (label order does
 //!   not matter). The first registration's help text wins.
-//! - Registering a name as a different kind, or one whose exposed sample names would clash with
-//!   another family's (a stat `x` owns `x_min`/`x_max`/`x_avg`, a histogram `h` owns
-//!   `h_bucket`/`h_sum`/`h_count`), is a [`MetricsError`]; nothing is registered.
-//! - Rendering is deterministic: families sorted by exposed name, series by their label set
-//!   as exposed, constant labels included (label pairs sorted by label name, then compared
-//!   pair by pair).
-//! - Constant labels ([`Metrics::with_const_labels`], e.g. `instance`) are added to every
-//!   sample of every family when rendering; they are not part of a series' identity, so
-//!   registration and [`Metrics::remove`] never see them. A series registered with a label of
-//!   the same name keeps its own value.
+//! - A family's kind, label names and (histograms) bucket bounds are fixed by its first
+//!   registration. Registering it as another kind, with other label names or other buckets, is
+//!   a [`MetricsError`]; so is anything the crate refuses (invalid names, a label given twice,
+//!   a family name another family already exposes, such as a stat `x`'s `x_min`).
+//! - Rendering is deterministic: families sorted by exposed name, series by their label values
+//!   (label pairs sorted by name, constant labels included, `le` last).
+//! - Constant labels ([`Metrics::with_const_labels`]) are part of every family; callers do not
+//!   pass them, [`Metrics::remove`] never matches them, and a series cannot have a label of
+//!   the same name.
 //!
-//! This module is the registry (registration, removal, name and label rules); the clocks, the
-//! handles, the stats' windows and the text exposition are its submodules, re-exported here.
+//! This module is the registry (registration, removal, rendering); the clocks, the handles,
+//! the stats' windows and the stats' collector are its submodules, re-exported here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use prometheus::core::{Collector, Desc, MetricVec, MetricVecBuilder};
+use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+
 mod clock;
-mod exposition;
 mod handles;
 mod stat;
+mod stat_family;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use handles::{Counter, Gauge, Histogram};
 pub use stat::{Stat, StatBatch, StatSnapshot, DEFAULT_STAT_WINDOW, STAT_SLOTS};
 
-use handles::HistogramCell;
-use stat::StatCell;
+use stat_family::StatFamily;
 
 /// Why a series could not be registered.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MetricsError {
-    /// The metric name is not a valid Prometheus metric name.
-    #[error("metric name `{name}` is not valid: use ASCII letters, digits, `_` and `:`, not starting with a digit")]
-    InvalidName {
-        /// The rejected name.
+    /// The `prometheus` crate refused the family or the series: an invalid metric or label
+    /// name, a label given twice, an empty help text, or a family name it already has (a stat
+    /// `x` has `x`, `x_min`, `x_max` and `x_avg`).
+    #[error("metric `{name}` cannot be registered: {reason}")]
+    Rejected {
+        /// The metric being registered.
         name: String,
+        /// The crate's reason.
+        reason: String,
     },
-    /// A label name is not valid or not allowed for this metric.
+    /// A label name the crate accepts but refract does not allow for this metric.
     #[error("label `{label}` of metric `{name}` is not allowed: {reason}")]
     InvalidLabel {
         /// The metric being registered.
@@ -70,19 +84,17 @@ pub enum MetricsError {
         /// The kind of this registration.
         requested: &'static str,
     },
-    /// The new family would expose a sample name another family already exposes.
-    #[error("{requested} `{name}` clashes with {existing} `{other}`: both would expose samples named `{sample}` (pick another name)")]
-    NameClash {
-        /// The metric being registered.
+    /// The family is already registered with other label names.
+    #[error(
+        "metric `{name}` is already registered with the labels {existing:?}, not {requested:?}"
+    )]
+    LabelsConflict {
+        /// The metric name.
         name: String,
-        /// Its kind.
-        requested: &'static str,
-        /// The already registered family it clashes with.
-        other: String,
-        /// That family's kind.
-        existing: &'static str,
-        /// The sample name both would expose.
-        sample: String,
+        /// Label names of the existing family, sorted.
+        existing: Vec<String>,
+        /// Label names of this registration, sorted.
+        requested: Vec<String>,
     },
     /// A constant label name is not valid (see [`Metrics::with_const_labels`]).
     #[error("constant label `{label}` is not allowed: {reason}")]
@@ -90,12 +102,10 @@ pub enum MetricsError {
         /// The rejected label name.
         label: String,
         /// What is wrong with it.
-        reason: &'static str,
+        reason: String,
     },
-    /// Histogram bucket bounds are not finite and strictly increasing.
-    #[error(
-        "histogram `{name}`: bucket bounds must be finite and strictly increasing, got {buckets:?}"
-    )]
+    /// Histogram bucket bounds are not finite and strictly increasing, or there are none.
+    #[error("histogram `{name}`: bucket bounds must be finite and strictly increasing (at least one), got {buckets:?}")]
     InvalidBuckets {
         /// The histogram name.
         name: String,
@@ -115,6 +125,15 @@ pub enum MetricsError {
         requested: Vec<f64>,
     },
 }
+
+/// [`MetricsError::Rejected`] for what the crate said about `name`.
+fn rejected(name: &str, e: prometheus::Error) -> MetricsError {
+    MetricsError::Rejected {
+        name: name.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Counter,
@@ -132,42 +151,100 @@ impl Kind {
             Kind::Histogram => "histogram",
         }
     }
+}
 
-    /// Sample names a family of this kind exposes (its own name included, for HELP/TYPE).
-    fn exposed_names(self, name: &str) -> Vec<String> {
-        let suffixes: &[&str] = match self {
-            Kind::Counter | Kind::Gauge => &[""],
-            Kind::Stat => &["", "_min", "_max", "_avg"],
-            Kind::Histogram => &["", "_bucket", "_sum", "_count"],
-        };
-        suffixes.iter().map(|s| format!("{name}{s}")).collect()
+/// A registered family: the crate's metric vector (or refract's stat collector).
+#[derive(Clone)]
+enum Vecs {
+    Counter(IntCounterVec),
+    Gauge(GaugeVec),
+    Histogram(HistogramVec, Arc<[f64]>),
+    Stat(StatFamily),
+}
+
+impl Vecs {
+    fn kind(&self) -> Kind {
+        match self {
+            Vecs::Counter(_) => Kind::Counter,
+            Vecs::Gauge(_) => Kind::Gauge,
+            Vecs::Histogram(..) => Kind::Histogram,
+            Vecs::Stat(_) => Kind::Stat,
+        }
+    }
+
+    /// The collector the crate's registry renders (it shares the series with `self`).
+    fn collector(&self) -> Box<dyn Collector> {
+        match self {
+            Vecs::Counter(v) => Box::new(v.clone()),
+            Vecs::Gauge(v) => Box::new(v.clone()),
+            Vecs::Histogram(v, _) => Box::new(v.clone()),
+            Vecs::Stat(s) => Box::new(s.clone()),
+        }
     }
 }
 
-#[derive(Clone)]
-enum Cell {
-    Counter(Arc<AtomicU64>),
-    Gauge(Arc<AtomicU64>),
-    Stat(Arc<StatCell>),
-    Histogram(Arc<HistogramCell>),
+struct Family {
+    /// Label names of every series, sorted; a series is addressed by its values in this order.
+    labels: Box<[String]>,
+    vecs: Vecs,
 }
 
-/// Label pairs sorted by label name: the identity of a series within its family.
-type LabelSet = Box<[(String, String)]>;
+impl Family {
+    /// Removes the series whose labels include all of `labels`; returns how many went.
+    fn remove_matching(&self, labels: &[(&str, &str)]) -> usize {
+        let mut filter = Vec::with_capacity(labels.len());
+        for (label, value) in labels {
+            match self.labels.binary_search_by(|l| l.as_str().cmp(label)) {
+                Ok(i) => filter.push((i, *value)),
+                // No series of this family has the label.
+                Err(_) => return 0,
+            }
+        }
+        match &self.vecs {
+            Vecs::Counter(v) => remove_from(v, &self.labels, &filter),
+            Vecs::Gauge(v) => remove_from(v, &self.labels, &filter),
+            Vecs::Histogram(v, _) => remove_from(v, &self.labels, &filter),
+            Vecs::Stat(s) => s.remove_matching(&filter),
+        }
+    }
+}
 
-struct Family {
-    help: String,
-    kind: Kind,
-    buckets: Option<Arc<[f64]>>,
-    series: BTreeMap<LabelSet, Cell>,
+/// Removes the series of `vec` whose label value at each position of `filter` is the one
+/// given there (the crate removes by complete label values only, so the matching ones are
+/// found in what it collects).
+fn remove_from<T: MetricVecBuilder>(
+    vec: &MetricVec<T>,
+    names: &[String],
+    filter: &[(usize, &str)],
+) -> usize {
+    let mut removed = 0;
+    for family in vec.collect() {
+        for metric in family.get_metric() {
+            // The collected pairs include the constant labels; keep the family's own.
+            let values: Vec<&str> = metric
+                .get_label()
+                .iter()
+                .filter(|p| names.binary_search_by(|n| n.as_str().cmp(p.name())).is_ok())
+                .map(|p| p.value())
+                .collect();
+            let matches = filter.iter().all(|(i, v)| values.get(*i) == Some(v));
+            if matches && vec.remove_label_values(&values).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }
 
 struct Inner {
+    registry: Registry,
     families: Mutex<BTreeMap<String, Family>>,
     clock: Arc<dyn Clock>,
     stat_window: Duration,
-    /// Labels added to every rendered sample, sorted by name.
-    const_labels: LabelSet,
+    /// Labels of every family, sorted by name.
+    const_labels: BTreeMap<String, String>,
+    /// Length of the last rendering, so the next one sizes its buffer once.
+    rendered_len: AtomicUsize,
 }
 
 /// Thread-safe registry of labeled series; cheap to clone (all clones share the series and the
@@ -192,6 +269,7 @@ impl fmt::Debug for Metrics {
             .finish()
     }
 }
+
 impl Metrics {
     /// An empty registry with the monotonic clock, the default 30 s stat window and no
     /// constant labels.
@@ -199,54 +277,64 @@ impl Metrics {
         Self::with_clock(Arc::new(MonotonicClock::new()), DEFAULT_STAT_WINDOW)
     }
 
-    /// An empty registry like [`Metrics::new`] whose rendering adds `labels` (e.g.
-    /// `[("instance", "mirror-1")]`) to every sample of every family. Label names follow the
-    /// rules of series labels, and `le` is refused too (histogram buckets need it); values are
-    /// escaped like any label value.
+    /// An empty registry like [`Metrics::new`] whose every family has the labels `labels`
+    /// (e.g. `[("instance", "mirror-1")]`) on every sample. Label names follow the rules of
+    /// series labels, and `le` is refused too (histogram buckets need it); values are escaped
+    /// like any label value.
     ///
-    /// Constant labels are not part of a series' identity: registration and
-    /// [`Metrics::remove`] never see them, and callers do not pass them. A series registered
-    /// with a label of the same name renders its own value instead.
+    /// Callers never pass constant labels when registering, and [`Metrics::remove`] never
+    /// matches them; a series cannot have a label of the same name.
     pub fn with_const_labels(labels: &[(&str, &str)]) -> Result<Self, MetricsError> {
-        let mut set: Vec<(String, String)> = Vec::with_capacity(labels.len());
+        let mut set = BTreeMap::new();
         for (label, value) in labels {
-            let reason = label_name_problem(label)
-                .or_else(|| (*label == "le").then_some("`le` is reserved for histogram buckets"));
-            if let Some(reason) = reason {
-                return Err(MetricsError::InvalidConstLabel {
-                    label: (*label).to_owned(),
-                    reason,
-                });
+            let invalid = |reason: String| MetricsError::InvalidConstLabel {
+                label: (*label).to_owned(),
+                reason,
+            };
+            if let Some(reason) = reserved_label(label) {
+                return Err(invalid(reason.to_owned()));
             }
-            set.push(((*label).to_owned(), (*value).to_owned()));
-        }
-        set.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some(w) = set.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(MetricsError::InvalidConstLabel {
-                label: w[0].0.clone(),
-                reason: "the label is given twice",
-            });
+            if *label == "le" {
+                return Err(invalid("`le` is reserved for histogram buckets".to_owned()));
+            }
+            // The crate's own rules for a label name, asked of a throwaway descriptor.
+            let one = HashMap::from([((*label).to_owned(), String::new())]);
+            if let Err(e) = Desc::new("up".to_owned(), "-".to_owned(), Vec::new(), one) {
+                return Err(invalid(e.to_string()));
+            }
+            if set
+                .insert((*label).to_owned(), (*value).to_owned())
+                .is_some()
+            {
+                return Err(invalid("the label is given twice".to_owned()));
+            }
         }
         Ok(Self::build(
             Arc::new(MonotonicClock::new()),
             DEFAULT_STAT_WINDOW,
-            set.into_boxed_slice(),
+            set,
         ))
     }
 
     /// An empty registry whose stats use `clock` and a window of `stat_window`, without
     /// constant labels.
     pub fn with_clock(clock: Arc<dyn Clock>, stat_window: Duration) -> Self {
-        Self::build(clock, stat_window, LabelSet::default())
+        Self::build(clock, stat_window, BTreeMap::new())
     }
 
-    fn build(clock: Arc<dyn Clock>, stat_window: Duration, const_labels: LabelSet) -> Self {
+    fn build(
+        clock: Arc<dyn Clock>,
+        stat_window: Duration,
+        const_labels: BTreeMap<String, String>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                registry: Registry::new(),
                 families: Mutex::new(BTreeMap::new()),
                 clock,
                 stat_window,
                 const_labels,
+                rendered_len: AtomicUsize::new(0),
             }),
         }
     }
@@ -258,9 +346,12 @@ impl Metrics {
         help: &str,
         labels: &[(&str, &str)],
     ) -> Result<Counter, MetricsError> {
-        match self.register(name, help, Kind::Counter, labels, None)? {
-            Cell::Counter(c) => Ok(Counter(c)),
-            _ => Err(self.kind_conflict(name, Kind::Counter)),
+        match self.family(name, help, Kind::Counter, None, labels)? {
+            (Vecs::Counter(v), values) => v
+                .get_metric_with_label_values(&values)
+                .map(Counter)
+                .map_err(|e| rejected(name, e)),
+            (other, _) => Err(kind_conflict(name, other.kind(), Kind::Counter)),
         }
     }
 
@@ -271,9 +362,12 @@ impl Metrics {
         help: &str,
         labels: &[(&str, &str)],
     ) -> Result<Gauge, MetricsError> {
-        match self.register(name, help, Kind::Gauge, labels, None)? {
-            Cell::Gauge(g) => Ok(Gauge(g)),
-            _ => Err(self.kind_conflict(name, Kind::Gauge)),
+        match self.family(name, help, Kind::Gauge, None, labels)? {
+            (Vecs::Gauge(v), values) => v
+                .get_metric_with_label_values(&values)
+                .map(Gauge)
+                .map_err(|e| rejected(name, e)),
+            (other, _) => Err(kind_conflict(name, other.kind(), Kind::Gauge)),
         }
     }
 
@@ -284,13 +378,14 @@ impl Metrics {
         help: &str,
         labels: &[(&str, &str)],
     ) -> Result<Stat, MetricsError> {
-        match self.register(name, help, Kind::Stat, labels, None)? {
-            Cell::Stat(s) => Ok(Stat(s)),
-            _ => Err(self.kind_conflict(name, Kind::Stat)),
+        match self.family(name, help, Kind::Stat, None, labels)? {
+            (Vecs::Stat(s), values) => Ok(s.series(&values)),
+            (other, _) => Err(kind_conflict(name, other.kind(), Kind::Stat)),
         }
     }
 
-    /// Registers (or finds) a histogram series with the given finite, increasing bucket bounds.
+    /// Registers (or finds) a histogram series with the given finite, increasing bucket bounds
+    /// (at least one; `+Inf` is implicit).
     pub fn histogram(
         &self,
         name: &str,
@@ -299,15 +394,18 @@ impl Metrics {
         labels: &[(&str, &str)],
     ) -> Result<Histogram, MetricsError> {
         let increasing = buckets.windows(2).all(|w| w[0] < w[1]);
-        if !increasing || buckets.iter().any(|b| !b.is_finite()) {
+        if buckets.is_empty() || !increasing || buckets.iter().any(|b| !b.is_finite()) {
             return Err(MetricsError::InvalidBuckets {
                 name: name.to_owned(),
                 buckets: buckets.to_vec(),
             });
         }
-        match self.register(name, help, Kind::Histogram, labels, Some(buckets))? {
-            Cell::Histogram(h) => Ok(Histogram(h)),
-            _ => Err(self.kind_conflict(name, Kind::Histogram)),
+        match self.family(name, help, Kind::Histogram, Some(buckets), labels)? {
+            (Vecs::Histogram(v, _), values) => v
+                .get_metric_with_label_values(&values)
+                .map(Histogram)
+                .map_err(|e| rejected(name, e)),
+            (other, _) => Err(kind_conflict(name, other.kind(), Kind::Histogram)),
         }
     }
 
@@ -317,22 +415,26 @@ impl Metrics {
     /// series were registered with, never the constant labels. Handles to removed series
     /// keep working but are no longer rendered; registering them again starts a fresh series.
     pub fn remove(&self, name_prefix: &str, labels: &[(&str, &str)]) -> usize {
-        let mut families = self.lock();
-        let mut removed = 0;
-        for (_, family) in families
-            .iter_mut()
+        self.lock()
+            .iter()
             .filter(|(name, _)| name.starts_with(name_prefix))
-        {
-            let before = family.series.len();
-            family.series.retain(|set, _| {
-                !labels
-                    .iter()
-                    .all(|(k, v)| set.iter().any(|(sk, sv)| sk == k && sv == v))
-            });
-            removed += before - family.series.len();
-        }
-        removed
+            .map(|(_, family)| family.remove_matching(labels))
+            .sum()
     }
+
+    /// The whole registry in Prometheus text exposition format 0.0.4.
+    pub fn render(&self) -> String {
+        let families = self.inner.registry.gather();
+        let mut out = String::with_capacity(self.inner.rendered_len.load(Ordering::Relaxed));
+        if let Err(e) = prometheus::TextEncoder::new().encode_utf8(&families, &mut out) {
+            // The encoder refuses only a family without samples or without a name, and the
+            // registry's gathering leaves out the first while every family here has a name.
+            tracing::warn!("metrics exposition cut short: {e}");
+        }
+        self.inner.rendered_len.store(out.len(), Ordering::Relaxed);
+        out
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Family>> {
         // Registry critical sections do not panic; a poisoned lock still holds consistent maps.
         self.inner
@@ -341,38 +443,38 @@ impl Metrics {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn kind_conflict(&self, name: &str, requested: Kind) -> MetricsError {
-        let existing = self
-            .lock()
-            .get(name)
-            .map_or("different kind", |f| f.kind.describe());
-        MetricsError::KindConflict {
-            name: name.to_owned(),
-            existing,
-            requested: requested.describe(),
-        }
-    }
-
-    fn register(
+    /// The family `name` of `kind` with the label names of `labels`, registered now if it is
+    /// new, and the values of `labels` in the family's label order.
+    fn family<'l>(
         &self,
         name: &str,
         help: &str,
         kind: Kind,
-        labels: &[(&str, &str)],
         buckets: Option<&[f64]>,
-    ) -> Result<Cell, MetricsError> {
-        validate_name(name)?;
-        let key = label_set(name, kind, labels)?;
+        labels: &[(&'l str, &'l str)],
+    ) -> Result<(Vecs, Vec<&'l str>), MetricsError> {
+        let mut sorted = labels.to_vec();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let values = sorted.iter().map(|(_, v)| *v).collect();
         let mut families = self.lock();
-        if let Some(family) = families.get_mut(name) {
-            if family.kind != kind {
-                return Err(MetricsError::KindConflict {
+        if let Some(family) = families.get(name) {
+            let existing = family.vecs.kind();
+            if existing != kind {
+                return Err(kind_conflict(name, existing, kind));
+            }
+            if !family
+                .labels
+                .iter()
+                .map(String::as_str)
+                .eq(sorted.iter().map(|l| l.0))
+            {
+                return Err(MetricsError::LabelsConflict {
                     name: name.to_owned(),
-                    existing: family.kind.describe(),
-                    requested: kind.describe(),
+                    existing: family.labels.to_vec(),
+                    requested: sorted.iter().map(|l| l.0.to_owned()).collect(),
                 });
             }
-            if let (Some(existing), Some(requested)) = (&family.buckets, buckets) {
+            if let (Vecs::Histogram(_, existing), Some(requested)) = (&family.vecs, buckets) {
                 if **existing != *requested {
                     return Err(MetricsError::BucketsConflict {
                         name: name.to_owned(),
@@ -381,120 +483,98 @@ impl Metrics {
                     });
                 }
             }
-            if let Some(cell) = family.series.get(&key) {
-                return Ok(cell.clone());
-            }
-            let cell = self.new_cell(kind, family.buckets.as_ref());
-            family.series.insert(key, cell.clone());
-            return Ok(cell);
+            return Ok((family.vecs.clone(), values));
         }
-        check_clash(&families, name, kind)?;
-        let buckets: Option<Arc<[f64]>> = buckets.map(Arc::from);
-        let cell = self.new_cell(kind, buckets.as_ref());
+        for (label, _) in &sorted {
+            let reason = reserved_label(label)
+                .or_else(|| {
+                    (kind == Kind::Histogram && *label == "le")
+                        .then_some("`le` is reserved for histogram buckets")
+                })
+                .or_else(|| {
+                    self.inner
+                        .const_labels
+                        .contains_key(*label)
+                        .then_some("it is a constant label of this registry")
+                });
+            if let Some(reason) = reason {
+                return Err(MetricsError::InvalidLabel {
+                    name: name.to_owned(),
+                    label: (*label).to_owned(),
+                    reason,
+                });
+            }
+        }
+        let label_names: Box<[String]> = sorted.iter().map(|l| l.0.to_owned()).collect();
+        let vecs = self
+            .create(name, help, kind, &label_names, buckets)
+            .map_err(|e| rejected(name, e))?;
+        self.inner
+            .registry
+            .register(vecs.collector())
+            .map_err(|e| rejected(name, e))?;
         families.insert(
             name.to_owned(),
             Family {
-                help: help.to_owned(),
-                kind,
-                buckets,
-                series: BTreeMap::from([(key, cell.clone())]),
+                labels: label_names,
+                vecs: vecs.clone(),
             },
         );
-        Ok(cell)
+        Ok((vecs, values))
     }
 
-    fn new_cell(&self, kind: Kind, buckets: Option<&Arc<[f64]>>) -> Cell {
-        match kind {
-            Kind::Counter => Cell::Counter(Arc::new(AtomicU64::new(0))),
-            Kind::Gauge => Cell::Gauge(Arc::new(AtomicU64::new(0.0f64.to_bits()))),
-            Kind::Stat => Cell::Stat(Arc::new(StatCell::new(
+    /// A new, unregistered family.
+    fn create(
+        &self,
+        name: &str,
+        help: &str,
+        kind: Kind,
+        label_names: &[String],
+        buckets: Option<&[f64]>,
+    ) -> prometheus::Result<Vecs> {
+        let const_labels: HashMap<String, String> = self
+            .inner
+            .const_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let labels: Vec<&str> = label_names.iter().map(String::as_str).collect();
+        let opts = Opts::new(name, help).const_labels(const_labels.clone());
+        Ok(match kind {
+            Kind::Counter => Vecs::Counter(IntCounterVec::new(opts, &labels)?),
+            Kind::Gauge => Vecs::Gauge(GaugeVec::new(opts, &labels)?),
+            Kind::Histogram => {
+                let buckets = buckets.unwrap_or_default();
+                let opts = HistogramOpts::from(opts).buckets(buckets.to_vec());
+                Vecs::Histogram(HistogramVec::new(opts, &labels)?, Arc::from(buckets))
+            }
+            Kind::Stat => Vecs::Stat(StatFamily::new(
+                name,
+                help,
+                label_names,
+                &const_labels,
                 Arc::clone(&self.inner.clock),
                 self.inner.stat_window,
-            ))),
-            Kind::Histogram => {
-                let bounds = buckets.cloned().unwrap_or_else(|| Arc::from(Vec::new()));
-                let counts = (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect();
-                Cell::Histogram(Arc::new(HistogramCell {
-                    bounds,
-                    counts,
-                    sum: AtomicU64::new(0.0f64.to_bits()),
-                }))
-            }
-        }
-    }
-}
-fn check_clash(
-    families: &BTreeMap<String, Family>,
-    name: &str,
-    kind: Kind,
-) -> Result<(), MetricsError> {
-    let mine = kind.exposed_names(name);
-    for (other, family) in families {
-        let theirs = family.kind.exposed_names(other);
-        if let Some(sample) = mine.iter().find(|n| theirs.contains(n)) {
-            return Err(MetricsError::NameClash {
-                name: name.to_owned(),
-                requested: kind.describe(),
-                other: other.clone(),
-                existing: family.kind.describe(),
-                sample: sample.clone(),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn validate_name(name: &str) -> Result<(), MetricsError> {
-    let mut chars = name.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':');
-    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-        Ok(())
-    } else {
-        Err(MetricsError::InvalidName {
-            name: name.to_owned(),
+            )?),
         })
     }
 }
 
-fn label_set(name: &str, kind: Kind, labels: &[(&str, &str)]) -> Result<LabelSet, MetricsError> {
-    let invalid = |label: &str, reason| MetricsError::InvalidLabel {
+fn kind_conflict(name: &str, existing: Kind, requested: Kind) -> MetricsError {
+    MetricsError::KindConflict {
         name: name.to_owned(),
-        label: label.to_owned(),
-        reason,
-    };
-    let mut set: Vec<(String, String)> = Vec::with_capacity(labels.len());
-    for (label, value) in labels {
-        if let Some(reason) = label_name_problem(label) {
-            return Err(invalid(label, reason));
-        }
-        if kind == Kind::Histogram && *label == "le" {
-            return Err(invalid(label, "`le` is reserved for histogram buckets"));
-        }
-        set.push(((*label).to_owned(), (*value).to_owned()));
+        existing: existing.describe(),
+        requested: requested.describe(),
     }
-    set.sort_by(|a, b| a.0.cmp(&b.0));
-    if let Some(w) = set.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(invalid(&w[0].0, "the label is given twice"));
-    }
-    Ok(set.into_boxed_slice())
 }
 
-/// What is wrong with a label name, if anything.
-fn label_name_problem(label: &str) -> Option<&'static str> {
-    let mut chars = label.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Some("use ASCII letters, digits and `_`, not starting with a digit");
-    }
-    if label.starts_with("__") {
-        return Some("names starting with `__` are reserved");
-    }
-    None
+/// Why a label name the crate accepts is still refused, if it is: Prometheus reserves `__`.
+fn reserved_label(label: &str) -> Option<&'static str> {
+    label
+        .starts_with("__")
+        .then_some("names starting with `__` are reserved")
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,54 +611,63 @@ mod tests {
             }
         );
         assert!(kind.to_string().contains("already registered as a counter"));
-        let cases: Vec<(MetricsError, &str)> = vec![
-            (m.gauge("s_min", "h", &[]).unwrap_err(), "s_min"),
-            (m.counter("h_count", "h", &[]).unwrap_err(), "h_count"),
-            (m.gauge("h_bucket", "h", &[]).unwrap_err(), "h_bucket"),
-            (m.histogram("x", "h", &[], &[]).unwrap_err(), "x"),
-        ];
-        for (err, name) in cases {
-            assert!(
-                matches!(&err, MetricsError::NameClash { name: n, .. } | MetricsError::KindConflict { name: n, .. } if n == name),
-                "{err}"
-            );
-        }
-        // A stat's derived name registered first blocks the stat.
+        assert!(matches!(
+            m.histogram("x", "h", &[1.0], &[]),
+            Err(MetricsError::KindConflict { .. })
+        ));
+        // A stat's families are the crate's to keep apart, either way round.
+        assert_eq!(
+            m.gauge("s_min", "h", &[]).unwrap_err().to_string(),
+            "metric `s_min` cannot be registered: Duplicate metrics collector registration attempted"
+        );
         m.gauge("t_avg", "h", &[]).unwrap();
         assert!(matches!(
             m.stat("t", "h", &[]),
-            Err(MetricsError::NameClash { sample, .. }) if sample == "t_avg"
+            Err(MetricsError::Rejected { name, .. }) if name == "t"
         ));
-        assert!(matches!(
-            m.counter("1bad", "h", &[]),
-            Err(MetricsError::InvalidName { .. })
-        ));
-        assert!(matches!(
-            m.counter("", "h", &[]),
-            Err(MetricsError::InvalidName { .. })
-        ));
-        for label in ["9a", "a-b", "__x", ""] {
+        // What the crate refuses comes back with the metric's name and the crate's reason.
+        for (name, help, labels) in [
+            ("1bad", "h", &[][..]),
+            ("", "h", &[]),
+            ("ok", "", &[]),
+            ("ok", "h", &[("9a", "v")]),
+            ("ok", "h", &[("a-b", "v")]),
+            ("ok", "h", &[("", "v")]),
+            ("ok", "h", &[("a", "1"), ("a", "2")]),
+        ] {
+            let err = m.counter(name, help, labels).unwrap_err();
             assert!(
-                matches!(
-                    m.counter("ok", "h", &[(label, "v")]),
-                    Err(MetricsError::InvalidLabel { .. })
-                ),
-                "{label}"
+                matches!(&err, MetricsError::Rejected { name: n, .. } if n == name),
+                "{err}"
             );
         }
+        assert_eq!(
+            m.counter("1bad", "h", &[]).unwrap_err().to_string(),
+            "metric `1bad` cannot be registered: Error: '1bad' is not a valid metric name"
+        );
         assert!(matches!(
-            m.counter("ok", "h", &[("a", "1"), ("a", "2")]),
+            m.counter("ok", "h", &[("__x", "v")]),
             Err(MetricsError::InvalidLabel { .. })
         ));
         assert!(matches!(
             m.histogram("h2", "h", &[1.0], &[("le", "1")]),
             Err(MetricsError::InvalidLabel { .. })
         ));
+        m.counter("c", "h", &[("a", "1")]).unwrap();
+        assert_eq!(
+            m.counter("c", "h", &[("b", "1"), ("a", "1")]).unwrap_err(),
+            MetricsError::LabelsConflict {
+                name: "c".into(),
+                existing: vec!["a".into()],
+                requested: vec!["a".into(), "b".into()]
+            }
+        );
         for bad in [
             &[2.0, 1.0][..],
             &[1.0, 1.0],
             &[f64::NAN],
             &[1.0, f64::INFINITY],
+            &[],
         ] {
             assert!(matches!(
                 m.histogram("h3", "h", bad, &[]),
@@ -586,11 +675,13 @@ mod tests {
             ));
         }
         assert!(matches!(
-            m.histogram("h", "h", &[2.0], &[("a", "b")]),
+            m.histogram("h", "h", &[2.0], &[]),
             Err(MetricsError::BucketsConflict { .. })
         ));
-        // Failed registrations left nothing behind.
+        // Failed registrations left nothing behind: every family they tried is free.
         assert!(!m.render().contains("ok"));
+        m.gauge("ok", "h", &[]).unwrap();
+        m.gauge("h2", "h", &[]).unwrap();
     }
 
     #[test]
@@ -614,29 +705,27 @@ d_seconds_sum{f=\"x\"} 4
 d_seconds_count{f=\"x\"} 5
 ";
         assert_eq!(m.render(), expected);
-        let bare = Metrics::new();
-        bare.histogram("b", "h", &[], &[]).unwrap().observe(3.0);
-        assert!(bare
-            .render()
-            .ends_with("b_bucket{le=\"+Inf\"} 1\nb_sum 3\nb_count 1\n"));
     }
 
     #[test]
     fn remove_by_prefix_and_labels() {
         let m = Metrics::new();
-        let keep = m.counter("a_x", "h", &[("flow", "f2")]).unwrap();
+        let keep = m
+            .counter("a_x", "h", &[("flow", "f2"), ("p", "0")])
+            .unwrap();
         let gone = m
             .counter("a_x", "h", &[("flow", "f1"), ("p", "0")])
             .unwrap();
         m.stat("a_s", "h", &[("flow", "f1")]).unwrap();
         m.gauge("b_x", "h", &[("flow", "f1")]).unwrap();
+        m.gauge("a_other", "h", &[("p", "0")]).unwrap();
         assert_eq!(m.remove("a_", &[("flow", "f1")]), 2);
         assert_eq!(m.remove("a_", &[("flow", "f1")]), 0);
         gone.inc();
         keep.inc();
         let text = m.render();
-        assert!(!text.contains("f1\"} 1") && !text.contains("a_s"), "{text}");
-        assert!(text.contains("a_x{flow=\"f2\"} 1") && text.contains("b_x{flow=\"f1\"} 0"));
+        assert!(!text.contains("f1\",p") && !text.contains("a_s"), "{text}");
+        assert!(text.contains("a_x{flow=\"f2\",p=\"0\"} 1") && text.contains("b_x{flow=\"f1\"} 0"));
         // Re-registering after removal starts fresh; the kind is still remembered.
         assert_eq!(
             m.counter("a_x", "h", &[("flow", "f1"), ("p", "0")])
@@ -645,7 +734,7 @@ d_seconds_count{f=\"x\"} 5
             0
         );
         assert!(m.gauge("a_s", "h", &[]).is_err());
-        assert_eq!(m.remove("", &[]), 3);
+        assert_eq!(m.remove("", &[]), 4);
         assert_eq!(m.render(), "");
     }
 
@@ -682,17 +771,122 @@ d_seconds_count{f=\"x\"} 5
         let expected = "# HELP c h\n# TYPE c counter\nc{flow=\"f\",instance=\"i1\"} 1\n";
         assert_eq!(m.render(), expected);
         assert_eq!(clone.render(), expected);
-        // Registering with the constant label named explicitly is another series.
-        assert_eq!(
-            m.counter("c", "h", &[("flow", "f"), ("instance", "i1")])
-                .unwrap()
-                .get(),
-            0
-        );
-        assert_eq!(m.remove("c", &[("instance", "i1")]), 1);
+        // A series cannot have a label the registry adds itself.
+        assert!(matches!(
+            m.gauge("g", "h", &[("instance", "own")]),
+            Err(MetricsError::InvalidLabel { label, .. }) if label == "instance"
+        ));
+        assert_eq!(m.remove("c", &[("instance", "i1")]), 0);
         assert_eq!(m.remove("c", &[("flow", "f")]), 1);
         assert_eq!(m.render(), "");
         assert_eq!(Metrics::new().render(), "");
+    }
+
+    #[test]
+    fn renders_sorted_families_series_and_escapes() {
+        let m = Metrics::new();
+        m.gauge("zeta", "Last family.", &[]).unwrap().set(-1.5);
+        let c = m
+            .counter(
+                "alpha_total",
+                "Help with \\ and\nnewline \"kept\".",
+                &[("flow", "b")],
+            )
+            .unwrap();
+        c.inc_by(3);
+        m.counter("alpha_total", "ignored", &[("flow", "a\\\"\nz")])
+            .unwrap()
+            .inc();
+        m.gauge(
+            "mid",
+            "Two labels, given out of order.",
+            &[("z", "1"), ("a", "2")],
+        )
+        .unwrap()
+        .set_i64(42);
+        let expected = "\
+# HELP alpha_total Help with \\\\ and\\nnewline \"kept\".
+# TYPE alpha_total counter
+alpha_total{flow=\"a\\\\\\\"\\nz\"} 1
+alpha_total{flow=\"b\"} 3
+# HELP mid Two labels, given out of order.
+# TYPE mid gauge
+mid{a=\"2\",z=\"1\"} 42
+# HELP zeta Last family.
+# TYPE zeta gauge
+zeta -1.5
+";
+        assert_eq!(m.render(), expected);
+    }
+
+    #[test]
+    fn const_labels_sort_with_the_series_own_labels_and_le_stays_last() {
+        let m = Metrics::with_const_labels(&[("instance", "mirror \"1\"\\\n"), ("zz", "last")])
+            .unwrap();
+        m.gauge("g", "A gauge.", &[("zone", "2"), ("az", "x")])
+            .unwrap()
+            .set(1.0);
+        m.gauge("g", "A gauge.", &[("zone", "1"), ("az", "y")])
+            .unwrap()
+            .set(2.0);
+        let h = m
+            .histogram("d_seconds", "Duration.", &[0.5, 1.0], &[("f", "x")])
+            .unwrap();
+        h.observe(0.25);
+        h.observe(2.0);
+        let s = m.stat("lat_ms", "Latency.", &[("p", "0")]).unwrap();
+        s.record(4.0);
+        s.record(2.0);
+        let expected = "\
+# HELP d_seconds Duration.
+# TYPE d_seconds histogram
+d_seconds_bucket{f=\"x\",instance=\"mirror \\\"1\\\"\\\\\\n\",zz=\"last\",le=\"0.5\"} 1
+d_seconds_bucket{f=\"x\",instance=\"mirror \\\"1\\\"\\\\\\n\",zz=\"last\",le=\"1\"} 1
+d_seconds_bucket{f=\"x\",instance=\"mirror \\\"1\\\"\\\\\\n\",zz=\"last\",le=\"+Inf\"} 2
+d_seconds_sum{f=\"x\",instance=\"mirror \\\"1\\\"\\\\\\n\",zz=\"last\"} 2.25
+d_seconds_count{f=\"x\",instance=\"mirror \\\"1\\\"\\\\\\n\",zz=\"last\"} 2
+# HELP g A gauge.
+# TYPE g gauge
+g{az=\"x\",instance=\"mirror \\\"1\\\"\\\\\\n\",zone=\"2\",zz=\"last\"} 1
+g{az=\"y\",instance=\"mirror \\\"1\\\"\\\\\\n\",zone=\"1\",zz=\"last\"} 2
+# HELP lat_ms Latency. (last recorded value)
+# TYPE lat_ms gauge
+lat_ms{instance=\"mirror \\\"1\\\"\\\\\\n\",p=\"0\",zz=\"last\"} 2
+# HELP lat_ms_avg Latency. (average over the last 30s)
+# TYPE lat_ms_avg gauge
+lat_ms_avg{instance=\"mirror \\\"1\\\"\\\\\\n\",p=\"0\",zz=\"last\"} 3
+# HELP lat_ms_max Latency. (maximum over the last 30s)
+# TYPE lat_ms_max gauge
+lat_ms_max{instance=\"mirror \\\"1\\\"\\\\\\n\",p=\"0\",zz=\"last\"} 4
+# HELP lat_ms_min Latency. (minimum over the last 30s)
+# TYPE lat_ms_min gauge
+lat_ms_min{instance=\"mirror \\\"1\\\"\\\\\\n\",p=\"0\",zz=\"last\"} 2
+";
+        assert_eq!(m.render(), expected);
+    }
+
+    #[test]
+    fn float_formatting() {
+        // Rust's shortest round-trip formatting, never an exponent; the crate writes
+        // infinities as `inf`/`-inf`, which Prometheus parses like `+Inf`/`-Inf`.
+        let cases = [
+            (1.0, "1"),
+            (0.00001, "0.00001"),
+            (1e-7, "0.0000001"),
+            (-2.5, "-2.5"),
+            (1e21, "1000000000000000000000"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "NaN"),
+        ];
+        for (v, want) in cases {
+            let m = Metrics::new();
+            m.gauge("g", "h", &[]).unwrap().set(v);
+            assert_eq!(
+                m.render(),
+                format!("# HELP g h\n# TYPE g gauge\ng {want}\n")
+            );
+        }
     }
 
     #[test]

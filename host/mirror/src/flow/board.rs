@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use refract_telemetry::{FlowMetrics, FlowState};
+use crate::series::{FlowMetrics, FlowState};
 
 use super::lock;
 use super::status::{FlowStatus, SharedStatus};

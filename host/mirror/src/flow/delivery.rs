@@ -25,7 +25,8 @@ use refract_kafka::connect::{preflight, Cause, ConnectError};
 use crate::degraded::Reason;
 
 use crate::progress::PartitionProgress;
-use refract_telemetry::{Gauge, SourcePartitionMetrics, StatBatch};
+use crate::series::SourcePartitionMetrics;
+use refract_telemetry::{Gauge, StatBatch};
 
 use super::forwarding::Output;
 use super::run::Run;

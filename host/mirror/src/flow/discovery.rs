@@ -17,6 +17,7 @@ use refract_kafka::clients::{
 use crate::degraded::PartitionHealth;
 use crate::planner::{Skip, TopicPlan};
 use crate::progress::PartitionProgress;
+use crate::series::RefractSeries;
 use crate::takeover::Mm2Takeover;
 use refract_telemetry::StatBatch;
 

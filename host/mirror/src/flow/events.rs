@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use refract_telemetry::RecordEvent;
 use tracing::{debug, warn};
 
 use crate::chain::{DeadLetter, Skipped};
 use crate::degraded::{Change, Degraded};
+use crate::series::{RecordEvent, RefractSeries};
 
 use super::slots::Slot;
 use super::{lock, FlowRunner};

@@ -11,8 +11,8 @@ use rdkafka::message::{Header, Headers, OwnedHeaders};
 use tracing::info;
 
 use crate::chain::{HeaderPair, Item};
+use crate::series::RecordEvent;
 use refract_kafka::source_queue::{Polled, SourceMessage, SourceQueue};
-use refract_telemetry::RecordEvent;
 
 use super::delivery::Sent;
 use super::provenance::{provenance, PROVENANCE_HEADER};

@@ -18,9 +18,10 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use refract_config::{ClientRole, Cluster, DeliveryMode, Flow, OnError, Side, TaskId};
 use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin};
-use refract_telemetry::{FlowMetrics, Metrics};
+use refract_telemetry::Metrics;
 
 use crate::chain::Chain;
+use crate::series::{FlowMetrics, RefractSeries};
 
 mod board;
 mod delivery;

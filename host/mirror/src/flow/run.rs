@@ -18,10 +18,10 @@ use refract_config::Side;
 use refract_kafka::clients::REQUEST_TIMEOUT;
 use refract_kafka::source_queue::SourceQueue;
 use refract_plugin::ReplicationPolicy;
-use refract_telemetry::FlowState;
 
 use crate::chain::Chain;
 use crate::planner::{TopicPlan, TopicPlanner};
+use crate::series::FlowState;
 
 use super::delivery::{Clients, Progress};
 use super::internals::{Internals, Syncs};

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 
 use rdkafka::consumer::BaseConsumer;
 
-use refract_telemetry::{SourcePartitionMetrics, StatBatch};
+use refract_telemetry::StatBatch;
 
 use crate::degraded::{FlowHealth, PartitionHealth};
+use crate::series::SourcePartitionMetrics;
 
 /// One mirrored source partition.
 pub(super) struct Slot {

@@ -13,7 +13,7 @@ use refract_config::Side;
 
 use crate::degraded::Degraded;
 
-use refract_telemetry::{FlowState, RecordEvent};
+use crate::series::{FlowState, RecordEvent};
 
 use super::board::FlowBoard;
 use super::run::Run;

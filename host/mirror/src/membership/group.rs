@@ -16,7 +16,6 @@ use tracing::{debug, error, info, warn};
 
 use rdkafka::admin::AdminClient;
 use refract_config::{ClientRole, ClusterMode};
-use refract_telemetry::ClusterMetrics;
 
 use crate::flow::{lock, progress_group};
 use refract_kafka::admin_ffi::describe_group_members;
@@ -25,6 +24,7 @@ use refract_kafka::clients::{
 };
 
 use crate::flow::{ClusterView, Member};
+use crate::series::ClusterMetrics;
 use crate::tasks::{task_of, Backoff, FlowTasks};
 
 use super::{coordination_group, coordination_topic, DESCRIBE_INTERVAL};

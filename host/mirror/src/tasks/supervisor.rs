@@ -408,9 +408,9 @@ mod tests {
     use std::path::Path;
     use std::sync::atomic::AtomicU32;
 
+    use crate::FlowState;
     use refract_config::Pipeline;
     use refract_plugin::{PluginLimits, PluginRuntime, PolicyPlugin};
-    use refract_telemetry::FlowState;
 
     use super::*;
 

@@ -1,29 +1,29 @@
-//! The lock-free series handles: counters, gauges and histograms, each an atomic cell shared
-//! with the registry, which renders it. Apart from the registry because these are what the
-//! per-record hot path touches.
+//! The series handles the hot path keeps: counters, gauges and histograms. Each wraps the
+//! `prometheus` crate's own (lock-free, shared with the family that renders it) and keeps
+//! refract's small API over it: integer helpers for gauges, durations for histograms, and
+//! histograms that ignore `NaN`. Apart from the registry because these are what the per-record
+//! hot path touches.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Handle to a monotonically increasing `u64` counter series.
 #[derive(Debug, Clone)]
-pub struct Counter(pub(super) Arc<AtomicU64>);
+pub struct Counter(pub(super) prometheus::IntCounter);
 
 impl Counter {
     /// Adds one.
     pub fn inc(&self) {
-        self.inc_by(1);
+        self.0.inc();
     }
 
     /// Adds `n`.
     pub fn inc_by(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
+        self.0.inc_by(n);
     }
 
     /// Current value.
     pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.get()
     }
 }
 
@@ -31,17 +31,17 @@ impl Counter {
 ///
 /// Integers are stored as `f64`, exact up to 2^53.
 #[derive(Debug, Clone)]
-pub struct Gauge(pub(super) Arc<AtomicU64>);
+pub struct Gauge(pub(super) prometheus::Gauge);
 
 impl Gauge {
     /// Sets the value.
     pub fn set(&self, v: f64) {
-        self.0.store(v.to_bits(), Ordering::Relaxed);
+        self.0.set(v);
     }
 
     /// Adds `delta` (negative to subtract).
     pub fn add(&self, delta: f64) {
-        add_f64(&self.0, delta);
+        self.0.add(delta);
     }
 
     /// Sets the value from an integer.
@@ -56,40 +56,23 @@ impl Gauge {
 
     /// Current value.
     pub fn get(&self) -> f64 {
-        f64::from_bits(self.0.load(Ordering::Relaxed))
+        self.0.get()
     }
 }
 
-fn add_f64(cell: &AtomicU64, delta: f64) {
-    // The closure always returns Some, so this cannot fail; the Err arm is unreachable.
-    let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-        Some((f64::from_bits(bits) + delta).to_bits())
-    });
-}
 /// Handle to a histogram series with the fixed bucket bounds given at registration.
 ///
-/// Bounds are inclusive upper limits (`le`); `+Inf` is implicit. `NaN` observations are ignored.
+/// Bounds are inclusive upper limits (`le`); `+Inf` is implicit. `NaN` observations are
+/// ignored (the crate would count them in `+Inf` and turn the sum into `NaN`).
 #[derive(Debug, Clone)]
-pub struct Histogram(pub(super) Arc<HistogramCell>);
-
-#[derive(Debug)]
-pub(super) struct HistogramCell {
-    pub(super) bounds: Arc<[f64]>,
-    /// Per-bucket (not cumulative) counts; the last one is the `+Inf` overflow bucket.
-    pub(super) counts: Box<[AtomicU64]>,
-    pub(super) sum: AtomicU64,
-}
+pub struct Histogram(pub(super) prometheus::Histogram);
 
 impl Histogram {
     /// Records one observation.
     pub fn observe(&self, v: f64) {
-        if v.is_nan() {
-            return;
+        if !v.is_nan() {
+            self.0.observe(v);
         }
-        let cell = &self.0;
-        let bucket = cell.bounds.partition_point(|&le| le < v);
-        cell.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        add_f64(&cell.sum, v);
     }
 
     /// Records a duration in seconds.
@@ -99,15 +82,11 @@ impl Histogram {
 
     /// Number of observations so far.
     pub fn count(&self) -> u64 {
-        self.0
-            .counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum()
+        self.0.get_sample_count()
     }
 
     /// Sum of observations so far.
     pub fn sum(&self) -> f64 {
-        f64::from_bits(self.0.sum.load(Ordering::Relaxed))
+        self.0.get_sample_sum()
     }
 }

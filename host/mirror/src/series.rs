@@ -1,5 +1,7 @@
 //! refract's series: every metric name, help text and label set is defined here, and the
-//! mirror registers them through the typed constructors on [`Metrics`] below.
+//! mirror registers them through [`RefractSeries`], the typed constructors this module adds to
+//! refract-telemetry's generic [`Metrics`] registry. They live with the engine because they
+//! are its vocabulary (flows, plugins, partitions, cluster mode); the registry knows none of it.
 //!
 //! The `kafka_connect_mirror_*` series carry the names and labels Strimzi's JMX exporter gives
 //! MirrorMaker 2's metrics, so existing MM2 dashboards and alerts keep working.
@@ -9,11 +11,11 @@
 //! the flow's once-per-flow duties. A process registers them only for flows it runs in cluster
 //! mode, so without cluster mode they are not exported at all.
 
-use crate::metrics::{Counter, Gauge, Histogram, Metrics, MetricsError, Stat};
+use refract_telemetry::{Counter, Gauge, Histogram, Metrics, MetricsError, Stat};
 
 /// Metric names and shared constants.
 pub mod names {
-    /// Prefix of every MirrorSourceConnector series (for [`Metrics::remove`](crate::Metrics::remove)).
+    /// Prefix of every MirrorSourceConnector series (for [`Metrics::remove`](refract_telemetry::Metrics::remove)).
     pub const MIRROR_SOURCE_PREFIX: &str = "kafka_connect_mirror_mirrorsourceconnector_";
     /// Prefix of every MirrorCheckpointConnector series.
     pub const MIRROR_CHECKPOINT_PREFIX: &str = "kafka_connect_mirror_mirrorcheckpointconnector_";
@@ -379,10 +381,77 @@ impl ReloadResult {
     }
 }
 
-impl Metrics {
+/// refract's series, registered on a generic [`Metrics`] registry: the typed constructors
+/// the mirror uses instead of naming series, help texts and labels itself, and the removals
+/// a reload needs. Implemented for [`Metrics`] only.
+pub trait RefractSeries {
     /// Registers (or finds) the series of one replicated partition. `remote_topic` is the
     /// topic's name on the target, as MirrorMaker 2 labels it.
-    pub fn source_partition(
+    fn source_partition(
+        &self,
+        source: &str,
+        target: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> Result<SourcePartitionMetrics, MetricsError>;
+
+    /// Removes the partition series of the flow `source->target`: every replicated partition's
+    /// (MirrorSourceConnector's and the lag) and every checkpointed group's
+    /// (MirrorCheckpointConnector's). Called when the flow is removed or rebuilt by a reload;
+    /// a rebuilt flow registers the partitions it mirrors again.
+    fn remove_flow_partitions(&self, source: &str, target: &str) -> usize;
+
+    /// Registers (or finds) the checkpoint latency stat of one group's remote topic partition.
+    fn checkpoint_latency_ms(
+        &self,
+        source: &str,
+        target: &str,
+        group: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> Result<Stat, MetricsError>;
+
+    /// Registers (or finds) the series of one flow. A new flow's state series are all 0 until
+    /// [`FlowMetrics::set_state`] is called.
+    fn flow(&self, flow: &str) -> Result<FlowMetrics, MetricsError>;
+
+    /// Registers (or finds) the cluster-mode series of one flow. Call it only for a flow run in
+    /// cluster mode; the gauges start at 0.
+    fn cluster(&self, flow: &str) -> Result<ClusterMetrics, MetricsError>;
+
+    /// Removes every `refract_*` series of a flow (its own, its plugins', its partitions'
+    /// failure series and its cluster-mode series).
+    fn remove_flow(&self, flow: &str) -> usize;
+
+    /// Registers (or finds) the series of one plugin in one flow.
+    fn plugin(&self, plugin: &str, flow: &str) -> Result<PluginMetrics, MetricsError>;
+
+    /// Registers (or finds) the failure counter of one source partition of a flow for one
+    /// reason (`topic` and `partition` empty for a flow-wide read failure). Registered on the
+    /// first failure only, so healthy partitions add no series.
+    fn partition_errors(
+        &self,
+        flow: &str,
+        topic: &str,
+        partition: Option<i32>,
+        reason: &str,
+    ) -> Result<Counter, MetricsError>;
+
+    /// Registers (or finds) the degraded gauge of one source partition of a flow (`topic` and
+    /// `partition` empty for the flow's own reads).
+    fn partition_degraded(
+        &self,
+        flow: &str,
+        topic: &str,
+        partition: Option<i32>,
+    ) -> Result<Gauge, MetricsError>;
+
+    /// Registers (or finds) the reload counter for one result.
+    fn reloads(&self, result: ReloadResult) -> Result<Counter, MetricsError>;
+}
+
+impl RefractSeries for Metrics {
+    fn source_partition(
         &self,
         source: &str,
         target: &str,
@@ -409,19 +478,14 @@ impl Metrics {
         })
     }
 
-    /// Removes the partition series of the flow `source->target`: every replicated partition's
-    /// (MirrorSourceConnector's and the lag) and every checkpointed group's
-    /// (MirrorCheckpointConnector's). Called when the flow is removed or rebuilt by a reload;
-    /// a rebuilt flow registers the partitions it mirrors again.
-    pub fn remove_flow_partitions(&self, source: &str, target: &str) -> usize {
+    fn remove_flow_partitions(&self, source: &str, target: &str) -> usize {
         let labels = [("source", source), ("target", target)];
         self.remove(MIRROR_SOURCE_PREFIX, &labels)
             + self.remove(REPLICATION_LAG_RECORDS, &labels)
             + self.remove(MIRROR_CHECKPOINT_PREFIX, &labels)
     }
 
-    /// Registers (or finds) the checkpoint latency stat of one group's remote topic partition.
-    pub fn checkpoint_latency_ms(
+    fn checkpoint_latency_ms(
         &self,
         source: &str,
         target: &str,
@@ -440,9 +504,7 @@ impl Metrics {
         self.stat(CHECKPOINT_LATENCY_MS, CHECKPOINT_LATENCY_HELP, &labels)
     }
 
-    /// Registers (or finds) the series of one flow. A new flow's state series are all 0 until
-    /// [`FlowMetrics::set_state`] is called.
-    pub fn flow(&self, flow: &str) -> Result<FlowMetrics, MetricsError> {
+    fn flow(&self, flow: &str) -> Result<FlowMetrics, MetricsError> {
         let labels = [("flow", flow)];
         let state = |s: FlowState| {
             self.gauge(
@@ -488,9 +550,7 @@ impl Metrics {
         })
     }
 
-    /// Registers (or finds) the cluster-mode series of one flow. Call it only for a flow run in
-    /// cluster mode; the gauges start at 0.
-    pub fn cluster(&self, flow: &str) -> Result<ClusterMetrics, MetricsError> {
+    fn cluster(&self, flow: &str) -> Result<ClusterMetrics, MetricsError> {
         let labels = [("flow", flow)];
         Ok(ClusterMetrics {
             tasks: self.gauge(CLUSTER_TASKS, CLUSTER_TASKS_HELP, &labels)?,
@@ -506,14 +566,11 @@ impl Metrics {
         })
     }
 
-    /// Removes every `refract_*` series of a flow (its own, its plugins', its partitions'
-    /// failure series and its cluster-mode series).
-    pub fn remove_flow(&self, flow: &str) -> usize {
+    fn remove_flow(&self, flow: &str) -> usize {
         self.remove(REFRACT_PREFIX, &[("flow", flow)])
     }
 
-    /// Registers (or finds) the series of one plugin in one flow.
-    pub fn plugin(&self, plugin: &str, flow: &str) -> Result<PluginMetrics, MetricsError> {
+    fn plugin(&self, plugin: &str, flow: &str) -> Result<PluginMetrics, MetricsError> {
         let labels = [("plugin", plugin), ("flow", flow)];
         Ok(PluginMetrics {
             calls: self.counter(PLUGIN_CALLS_TOTAL, PLUGIN_CALLS_HELP, &labels)?,
@@ -528,10 +585,7 @@ impl Metrics {
         })
     }
 
-    /// Registers (or finds) the failure counter of one source partition of a flow for one
-    /// reason (`topic` and `partition` empty for a flow-wide read failure). Registered on the
-    /// first failure only, so healthy partitions add no series.
-    pub fn partition_errors(
+    fn partition_errors(
         &self,
         flow: &str,
         topic: &str,
@@ -551,9 +605,7 @@ impl Metrics {
         )
     }
 
-    /// Registers (or finds) the degraded gauge of one source partition of a flow (`topic` and
-    /// `partition` empty for the flow's own reads).
-    pub fn partition_degraded(
+    fn partition_degraded(
         &self,
         flow: &str,
         topic: &str,
@@ -571,8 +623,7 @@ impl Metrics {
         )
     }
 
-    /// Registers (or finds) the reload counter for one result.
-    pub fn reloads(&self, result: ReloadResult) -> Result<Counter, MetricsError> {
+    fn reloads(&self, result: ReloadResult) -> Result<Counter, MetricsError> {
         self.counter(RELOADS_TOTAL, RELOADS_HELP, &[("result", result.as_str())])
     }
 }
@@ -899,6 +950,138 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         let text = m.render();
         assert!(samples(&text).contains(&r#"refract_reloads_total{result="ok"} 1"#));
         assert!(samples(&text).contains(&r#"refract_reloads_total{result="rejected"} 2"#));
+    }
+
+    /// Compares a whole exposition with the golden file `tests/golden/<name>`, byte for byte.
+    /// `REFRACT_BLESS=1` writes the file instead (then review its diff: every changed byte is
+    /// a change a scraper sees).
+    fn assert_golden(name: &str, text: &str) {
+        let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("REFRACT_BLESS").is_some() {
+            std::fs::write(&path, text).unwrap();
+            return;
+        }
+        let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        if text != golden {
+            let at = text
+                .lines()
+                .zip(golden.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| text.lines().count().min(golden.lines().count()));
+            panic!(
+                "the exposition differs from {path} at line {}:\n  got:    {:?}\n  golden: {:?}\nwhole exposition:\n{text}",
+                at + 1,
+                text.lines().nth(at),
+                golden.lines().nth(at)
+            );
+        }
+    }
+
+    /// The whole `/metrics` of one process mirroring `a->b` (one topic of 2 partitions, one
+    /// processor plugin, a checkpointed group, reloads, a degraded partition), recorded the
+    /// way the mirror records. The clock is a manual one, so the stats' windows are exact.
+    #[test]
+    fn golden_metrics_of_a_small_pipeline() {
+        let clock = std::sync::Arc::new(refract_telemetry::ManualClock::new());
+        let m = Metrics::with_clock(clock.clone(), std::time::Duration::from_secs(30));
+        let flow = m.flow("a->b").unwrap();
+        flow.set_state(FlowState::Running);
+        flow.inflight_bytes.add_i64(1536);
+        flow.inflight_bytes.add_i64(-512);
+        for (event, n) in [
+            (RecordEvent::Sent, 10),
+            (RecordEvent::Filtered, 2),
+            (RecordEvent::Skipped, 1),
+            (RecordEvent::DeadLettered, 1),
+            (RecordEvent::Looped, 3),
+        ] {
+            flow.count(event, n);
+        }
+        flow.transaction(true);
+        flow.transaction(true);
+        flow.transaction(false);
+        flow.transaction_duration.observe(0.03);
+        flow.transaction_duration
+            .observe_duration(std::time::Duration::from_millis(1200));
+
+        let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
+        let p1 = m.source_partition("a", "b", "a.orders", 1).unwrap();
+        // Read-side observations are handed over in batches, as the mirror's slots do; the
+        // first one leaves the window before the render.
+        let mut age = refract_telemetry::StatBatch::new();
+        age.record(100.0);
+        p0.record_age_ms.record_all(&mut age);
+        clock.advance(std::time::Duration::from_secs(31));
+        for v in [5.0, 7.0, 6.5] {
+            age.record(v);
+        }
+        p0.record_age_ms.record_all(&mut age);
+        p0.byte_count.inc_by(4096);
+        p0.record_count.inc_by(6);
+        p0.replication_latency_ms.record(12.25);
+        p0.replication_latency_ms.record(0.5);
+        p0.replication_lag_records.set_i64(0);
+        p1.byte_count.inc_by(100);
+        p1.record_count.inc_by(1);
+        p1.record_age_ms.record(0.000_1);
+        p1.replication_lag_records.set_i64(42);
+
+        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", 0)
+            .unwrap()
+            .record(3.0);
+        // Group ids are free text: quotes and backslashes are escaped.
+        m.checkpoint_latency_ms("a", "b", "billing \"eu\" \\ 2", "a.orders", 1)
+            .unwrap();
+
+        let plugin = m.plugin("mask", "a->b").unwrap();
+        plugin.calls.inc_by(13);
+        plugin.errors.inc();
+        plugin
+            .call_duration
+            .observe_duration(std::time::Duration::from_micros(30));
+        plugin.call_duration.observe(0.002);
+        plugin.call_duration.observe(3.0);
+
+        m.reloads(ReloadResult::Ok).unwrap().inc();
+        m.reloads(ReloadResult::Rejected).unwrap().inc_by(2);
+        m.partition_errors("a->b", "a.orders", Some(1), "record_too_large")
+            .unwrap()
+            .inc();
+        m.partition_degraded("a->b", "a.orders", Some(1))
+            .unwrap()
+            .set(1.0);
+        m.partition_errors("a->b", "", None, "fetch")
+            .unwrap()
+            .inc_by(3);
+
+        assert_golden("metrics.txt", &m.render());
+    }
+
+    /// The whole `/metrics` of one process of a cluster-mode flow: every series carries the
+    /// process's `instance`, and the cluster series exist. No stat is recorded (this registry
+    /// has the real clock), so they render as MirrorMaker 2's empty windows do: `NaN`.
+    #[test]
+    fn golden_metrics_in_cluster_mode() {
+        let m = Metrics::with_const_labels(&[("instance", "mirror-1")]).unwrap();
+        let flow = m.flow("a->b").unwrap();
+        flow.set_state(FlowState::Standby);
+        flow.count(RecordEvent::Sent, 5);
+        let cluster = m.cluster("a->b").unwrap();
+        cluster.tasks.set_i64(2);
+        cluster.members.set_i64(3);
+        cluster.set_duties(true);
+        cluster.rebalances.inc_by(4);
+        cluster.handover.observe(0.2);
+        cluster
+            .handover
+            .observe_duration(std::time::Duration::from_secs(90));
+        let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
+        p0.record_count.inc_by(5);
+        p0.replication_lag_records.set_i64(7);
+        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", 0)
+            .unwrap();
+        m.reloads(ReloadResult::Ok).unwrap().inc();
+        assert_golden("metrics-cluster.txt", &m.render());
     }
 
     #[test]
