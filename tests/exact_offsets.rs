@@ -3,6 +3,9 @@
 //! rule sends every group back to the sparse sync before it), a flow whose filter drops every third
 //! record, an exactly-once target whose transaction markers shift the offsets, and a failover and
 //! failback 10,000 records behind the head — and `refract offsets translate` says so per partition.
+//! Records the source deletes before they are mirrored are a gap too: they are counted and
+//! reported (log, `/status`, `refract status`, the metric, `refract verify`), and a group whose
+//! position is inside the gap resumes at the first record after it.
 
 mod support;
 
@@ -483,4 +486,320 @@ fn mm2_mode_checkpoints_equal_the_mm2_algorithm_on_the_same_syncs() {
         assert!(*o < g, "partition {p}: MM2's rule gives {o} for {g}");
     }
     assert_eq!(refract.stop(), Some(0));
+}
+
+/// The `[metrics]` table for a refract whose endpoint the test reads.
+const METRICS: &str = "[metrics]\nlisten = \"127.0.0.1:0\"\n";
+
+/// The `/status` JSON of the refract at `addr`.
+fn status_of(addr: &str) -> serde_json::Value {
+    let (code, body) = http(addr, "GET", "/status");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).expect("/status is JSON")
+}
+
+/// The scenario: 100 records mirrored, refract stopped, 100 more produced, the source's
+/// records before offset 150 deleted with `kafka-delete-records`, refract started: offsets
+/// 100..=149 never reach the target. They are reported exactly (log, `/status`, `refract status`,
+/// the metric, `refract verify`), nothing else is lost, and a group at 120 resumes on the target
+/// at the copy of record 150.
+#[test]
+fn records_deleted_before_they_were_mirrored_are_reported_and_translated_past() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("deleted");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 1);
+    let records = sample_records(&topic, 1, 200);
+    a.produce(&topic, &records[..100]);
+    let group = unique("deleted-group");
+    let text = format!(
+        "{METRICS}{}",
+        pipeline(
+            &[("a", a), ("b", b)],
+            &flow(
+                "a",
+                "b",
+                &format!("topics = [\"{topic}\"]\ngroups = [\"{group}\"]\noffset_lag_max = 10"),
+            ),
+        )
+    );
+    let mut first = Refract::start(&text, &[]);
+    first.wait("the first 100 records mirrored", || {
+        b.counts(&remote) == [100]
+    });
+    assert_eq!(first.stop(), Some(0));
+    assert_eq!(a.group_offsets("refract-a-b", &topic, 1), [Some(100)]);
+
+    a.produce(&topic, &records[100..]);
+    a.delete_records(&topic, 0, 150);
+    a.commit_group(&group, &topic, &[(0, 120)]);
+    let started = std::time::Instant::now();
+    let mut refract = Refract::start(&text, &[]);
+    let line = format!("{topic}[0]: 50 records lost: source offsets 100..=149 were deleted");
+    refract.wait("the gap reported", || refract.log_count(&line) == 1);
+    eprintln!("gap reported {:?} after refract started", started.elapsed());
+    refract.wait("the records after the gap mirrored", || {
+        b.counts(&remote) == [150]
+    });
+    // Nothing else lost, nothing twice: the target holds source offsets 0..=99 and 150..=199.
+    let want = [&records[..100], &records[150..]].concat();
+    assert_eq!(b.read_all(&remote), [want], "byte for byte");
+    let log = refract.log();
+    let reported: Vec<&str> = log.lines().filter(|l| l.contains(&line)).collect();
+    assert_eq!(reported.len(), 1, "{log}");
+    for part in [
+        "ERROR",
+        "a->b",
+        "on cluster a (retention, or a DeleteRecords request) while the flow was stopped or behind",
+        &format!("before they were mirrored to {remote} on cluster b"),
+        "the partition's log now starts at offset 150; going on from offset 150 (on_lost_records = \"continue\")",
+    ] {
+        assert!(reported[0].contains(part), "{part:?} in {}", reported[0]);
+    }
+    assert_eq!(
+        refract.log_count("records lost"),
+        1,
+        "one line per gap:\n{log}"
+    );
+    assert!(
+        !log.contains("Offset out of range"),
+        "no silent offset reset:\n{log}"
+    );
+
+    let addr = refract.metrics_addr();
+    let status = status_of(&addr);
+    let flow = &status["flows"][0];
+    assert_eq!(status["healthy"], true, "{status}");
+    assert_eq!(flow["state"], "running", "{status}");
+    assert_eq!(flow["records_lost"], 50, "{status}");
+    let lost = flow["lost"].as_array().expect("lost list");
+    assert_eq!(lost.len(), 1, "{status}");
+    for (key, want) in [
+        ("topic", serde_json::json!(topic)),
+        ("remote_topic", serde_json::json!(remote)),
+        ("partition", serde_json::json!(0)),
+        ("first", serde_json::json!(100)),
+        ("last", serde_json::json!(149)),
+        ("count", serde_json::json!(50)),
+    ] {
+        assert_eq!(lost[0][key], want, "{key} in {status}");
+    }
+    let metrics = http(&addr, "GET", "/metrics").1;
+    assert_eq!(
+        series(
+            &metrics,
+            "refract_records_lost_total",
+            &[
+                ("source", "a"),
+                ("target", "b"),
+                ("topic", remote.as_str()),
+                ("partition", "0")
+            ]
+        ),
+        Some(50.0),
+        "{metrics}"
+    );
+    let out = Refract::output(&[
+        "status",
+        "--config",
+        refract.pipeline.to_str().expect("path"),
+        "--addr",
+        &addr,
+    ]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("records lost at the source before they were mirrored: 50"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!(
+            "LOST {topic}[0] 50 records (offsets 100..=149) deleted at the source before they were mirrored"
+        )),
+        "{printed}"
+    );
+
+    // The group at 120 (inside the gap) resumes at the copy of record 150, target offset 100,
+    // and reads exactly the records after the gap.
+    wait_exact(&refract, &group, "a", "b", &remote, &[(0, 100)]);
+    assert_eq!(
+        keys_from(b, &remote, 0, 100),
+        records[150..]
+            .iter()
+            .map(|r| r.key.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+    );
+    // The commit moved past the gap: a restart does not find it again.
+    refract.wait("the position committed past the gap", || {
+        a.group_offsets("refract-a-b", &topic, 1) == [Some(200)]
+    });
+    assert_eq!(refract.stop(), Some(0));
+
+    let out = Refract::output(&[
+        "verify",
+        "--config",
+        refract.pipeline.to_str().expect("path"),
+        "--topics",
+        &remote,
+    ]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{printed}");
+    let lines: Vec<&str> = printed.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("LOST      {remote} partition 0")))
+        .unwrap_or_else(|| panic!("a LOST line in {printed}"));
+    assert!(
+        lines[at].contains("source 50 records, offsets 150..200")
+            && lines[at].contains("target 150 records, offsets 0..150"),
+        "{printed}"
+    );
+    assert!(
+        lines[at + 1].trim().starts_with(
+            "50 records lost: source offsets 100..=149 were deleted at the source (retention, or a DeleteRecords request) before they were mirrored; the target holds the 100 records before them and every record from offset 150 on"
+        ),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(
+            "50 records in 1 partitions were deleted at the source before they were mirrored"
+        ),
+        "{printed}"
+    );
+}
+
+/// `on_lost_records = "halt"`: the gap is reported and the flow halts without reading or
+/// committing past it.
+#[test]
+fn on_lost_records_halt_stops_the_flow_at_the_gap() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("halting");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 1);
+    let records = sample_records(&topic, 1, 20);
+    a.produce(&topic, &records[..10]);
+    let text = format!(
+        "{METRICS}{}",
+        pipeline(
+            &[("a", a), ("b", b)],
+            &flow(
+                "a",
+                "b",
+                &format!("topics = [\"{topic}\"]\non_lost_records = \"halt\""),
+            ),
+        )
+    );
+    let mut first = Refract::start(&text, &[]);
+    first.wait("10 records mirrored", || b.counts(&remote) == [10]);
+    assert_eq!(first.stop(), Some(0));
+    a.produce(&topic, &records[10..]);
+    a.delete_records(&topic, 0, 15);
+    let refract = Refract::start(&text, &[]);
+    let addr = refract.metrics_addr();
+    refract.wait("the flow halted", || {
+        status_of(&addr)["flows"][0]["state"] == "halted"
+    });
+    let status = status_of(&addr);
+    let flow = &status["flows"][0];
+    assert_eq!(flow["records_lost"], 5, "{status}");
+    assert_eq!(flow["lost"][0]["first"], 10, "{status}");
+    assert_eq!(flow["lost"][0]["last"], 14, "{status}");
+    let halted = flow["halted"].as_str().unwrap_or_default();
+    assert!(
+        halted.contains(&format!(
+            "flow a->b halted: {topic}[0]: 5 records lost (offsets 10..=14)"
+        )) && halted
+            .contains("set on_lost_records = \"continue\" and reload to go on from offset 15"),
+        "{status}"
+    );
+    assert_eq!(
+        refract.log_count(&format!(
+            "{topic}[0]: 5 records lost: source offsets 10..=14"
+        )),
+        1,
+        "{}",
+        refract.log()
+    );
+    assert!(refract
+        .log()
+        .contains("halting the flow (on_lost_records = \"halt\")"));
+    // Nothing read or committed past the gap.
+    assert_eq!(b.counts(&remote), [10]);
+    assert_eq!(a.group_offsets("refract-a-b", &topic, 1), [Some(10)]);
+}
+
+/// Records deleted while the mirror reads behind them: the source consumer reports the fetch
+/// below the log start (`auto.offset.reset=error`) instead of jumping silently; the gap is exactly
+/// the offsets between what was read and the new log start.
+#[test]
+fn records_deleted_while_the_flow_is_behind_are_reported_at_the_fetch() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("behind");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 1);
+    let records = sample_records(&topic, 1, 60);
+    // One record per batch, and a consumer that fetches one batch at a time only when its
+    // queue is empty: under a 10 records/s limit the flow reads well behind the head.
+    a.produce_with(&topic, &records, &[("batch.size", "1"), ("linger.ms", "0")]);
+    let text = format!(
+        "{METRICS}{}[clusters.a.consumer]\n\"queued.min.messages\" = \"1\"\n\"fetch.message.max.bytes\" = \"1\"\n",
+        pipeline(
+            &[("a", a), ("b", b)],
+            &flow(
+                "a",
+                "b",
+                &format!("topics = [\"{topic}\"]\nmax_records_per_second = 10"),
+            ),
+        )
+    );
+    let refract = Refract::start(&text, &[]);
+    let mirrored = || b.counts(&remote).first().copied().unwrap_or(0);
+    refract.wait("some records mirrored", || mirrored() >= 5);
+    a.delete_records(&topic, 0, 40);
+    let deleted = std::time::Instant::now();
+    refract.wait("the gap reported", || {
+        refract.log_count("records lost: source offsets") == 1
+    });
+    eprintln!(
+        "gap found while reading {:?} after the deletion, {} records mirrored by then",
+        deleted.elapsed(),
+        mirrored()
+    );
+    refract.wait("the rest mirrored", || {
+        read_keys(b, &remote).last() == records[59].key.as_ref()
+    });
+    let addr = refract.metrics_addr();
+    let status = status_of(&addr);
+    let lost = &status["flows"][0]["lost"];
+    let first = lost[0]["first"].as_i64().expect("a gap in /status");
+    assert!((5..40).contains(&first), "{status}");
+    assert_eq!(lost[0]["last"], 39, "{status}");
+    assert_eq!(lost[0]["count"], 40 - first, "{status}");
+    assert_eq!(status["flows"][0]["records_lost"], 40 - first, "{status}");
+    let line = format!(
+        "{topic}[0]: {} records lost: source offsets {first}..=39 were deleted on cluster a (retention, or a DeleteRecords request) while the flow was behind",
+        40 - first
+    );
+    assert_eq!(refract.log_count(&line), 1, "{}", refract.log());
+    let want = [&records[..first as usize], &records[40..]].concat();
+    assert_eq!(
+        b.read_all(&remote),
+        [want],
+        "nothing else lost, nothing twice"
+    );
+}
+
+/// The keys of single-partition `topic` on `broker`, in order.
+fn read_keys(broker: &Broker, topic: &str) -> Vec<Vec<u8>> {
+    broker
+        .read_all(topic)
+        .first()
+        .map(|p| {
+            p.iter()
+                .map(|r| r.key.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
 }

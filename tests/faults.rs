@@ -298,3 +298,74 @@ fn ten_sigkills_lose_nothing_and_duplicates_are_reported() {
         refract.log()
     );
 }
+
+/// A source cluster started together with refract (the "freshly started cluster"): its
+/// group coordinator is not ready when refract first reads the flow's committed positions
+/// (librdkafka's `_WAIT_COORD`, then `COORDINATOR_NOT_AVAILABLE` / `..._LOAD_IN_PROGRESS` while
+/// `__consumer_offsets` is created and loaded). refract asks again within moments instead of at
+/// the next topic discovery (30 s by default, kept here): the first record is on the target
+/// within 10 s of the coordinator's readiness.
+#[test]
+fn a_fresh_source_cluster_is_mirrored_as_soon_as_its_coordinator_is_ready() {
+    let b = Broker::start("b");
+    // Kafka's default 50 partitions of __consumer_offsets (the test brokers' 1 loads at once):
+    // the coordinator takes seconds to be ready, as on a real cluster.
+    let a = Broker::start_with("a", &[("offsets.topic.num.partitions", "150")]);
+    let started = Instant::now();
+    let topic = unique("fresh");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 1);
+    // The default refresh_topics_interval (30 s): a failed read of the positions used to wait
+    // for the next discovery.
+    let flows = format!(
+        "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\ncommit_interval = \"500ms\"\nreplication_factor = 1\n"
+    );
+    let refract = Refract::start(&pipeline(&[("a", &a), ("b", &b)], &flows), &[]);
+    // When the coordinator answers an offset fetch (asked by a client of the test's own, as
+    // refract's does).
+    let bootstrap = a.bootstrap.clone();
+    let ready = std::thread::spawn(move || {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let probe: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("group.id", unique("coordinator-probe"))
+            .create()
+            .expect("probe consumer");
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition("any", 0);
+        loop {
+            if probe
+                .committed_offsets(tpl.clone(), Duration::from_secs(1))
+                .is_ok()
+            {
+                return Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    a.produce(&topic, &sample_records(&topic, 1, 10));
+    refract.wait("the first record mirrored", || {
+        b.counts(&remote).first().is_some_and(|n| *n > 0)
+    });
+    let mirrored = Instant::now();
+    let ready = ready.join().expect("probe thread");
+    let waited = refract.log_count("is not ready yet");
+    println!(
+        "fresh source: coordinator ready {:?} after the broker served metadata, first record mirrored {:?} after that ({} 'not ready' notices)",
+        ready.duration_since(started),
+        mirrored.saturating_duration_since(ready),
+        waited
+    );
+    assert!(
+        mirrored.saturating_duration_since(ready) < Duration::from_secs(10),
+        "{:?} after the coordinator was ready:\n{}",
+        mirrored.saturating_duration_since(ready),
+        refract.log()
+    );
+    refract.wait("all 10 mirrored", || b.counts(&remote) == [10]);
+    assert!(
+        !refract.log().contains("topic discovery failed"),
+        "no discovery round lost to the coordinator:\n{}",
+        refract.log()
+    );
+}

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use refract_mirror::{DegradedPartition, Mirror};
+use refract_mirror::{DegradedPartition, LostRecords, Mirror};
 use refract_telemetry::http::{Endpoints, Options, ReloadAccess, TlsFiles};
 use serde_json::{json, Value};
 
@@ -48,6 +48,19 @@ fn degraded_json(d: &DegradedPartition) -> Value {
     })
 }
 
+/// One gap of records the source deleted before they were mirrored, as `/status` shows it.
+fn lost_json(l: &LostRecords) -> Value {
+    json!({
+        "topic": l.topic,
+        "remote_topic": l.remote_topic,
+        "partition": l.partition,
+        "first": l.first,
+        "last": l.last,
+        "count": l.count(),
+        "since_ms": l.since_ms,
+    })
+}
+
 /// The `/health` body: a line per flow with its state, then a line per unreachable cluster,
 /// stall, checkpoint failure and degraded partition.
 pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
@@ -87,6 +100,8 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "records_skipped": s.records_skipped,
                 "records_dead_lettered": s.records_dead_lettered,
                 "records_looped": s.records_looped,
+                "records_lost": s.records_lost,
+                "lost": s.lost.iter().map(lost_json).collect::<Vec<_>>(),
                 "transactions_committed": s.transactions_committed,
                 "transactions_aborted": s.transactions_aborted,
                 "throttled_ms": s.throttled_ms,
@@ -267,5 +282,26 @@ mod tests {
                    "since_ms": 1, "retries": 2, "offset": 42})
         );
         assert_eq!(degraded_json(&reads)["topic"], Value::Null);
+    }
+
+    #[test]
+    fn lost_records_show_their_partition_offsets_and_count() {
+        let lost = LostRecords {
+            topic: "orders".into(),
+            remote_topic: "a.orders".into(),
+            partition: 3,
+            first: 100,
+            last: 149,
+            since_ms: 7,
+        };
+        assert_eq!(
+            lost_json(&lost),
+            json!({"topic": "orders", "remote_topic": "a.orders", "partition": 3,
+                   "first": 100, "last": 149, "count": 50, "since_ms": 7})
+        );
+        assert_eq!(
+            lost.to_string(),
+            "orders[3]: 50 records lost (offsets 100..=149)"
+        );
     }
 }

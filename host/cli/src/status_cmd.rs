@@ -267,6 +267,13 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
         for d in flow["degraded"].as_array().unwrap_or(&empty) {
             println!("  DEGRADED {}", degraded_line(d));
         }
+        let lost = flow["records_lost"].as_u64().unwrap_or(0);
+        if lost > 0 {
+            println!("  records lost at the source before they were mirrored: {lost}");
+        }
+        for l in flow["lost"].as_array().unwrap_or(&empty) {
+            println!("  LOST {}", lost_line(l));
+        }
         if let Some(e) = flow["halted"].as_str() {
             println!("  HALTED: {e}");
         }
@@ -297,6 +304,23 @@ fn degraded_line(d: &Value) -> String {
         d["reason"].as_str().unwrap_or("?"),
         d["retries"].as_u64().unwrap_or(0),
         d["error"].as_str().unwrap_or("?")
+    )
+}
+
+/// One `/status` lost entry: `orders[0] 50 records (offsets 100..=149) deleted at the source
+/// before they were mirrored, 2m5s ago`.
+fn lost_line(l: &Value) -> String {
+    let since = l["since_ms"]
+        .as_i64()
+        .map(|ms| format!(", {} ago", age(ms)))
+        .unwrap_or_default();
+    format!(
+        "{}[{}] {} records (offsets {}..={}) deleted at the source before they were mirrored{since}",
+        l["topic"].as_str().unwrap_or("?"),
+        l["partition"],
+        l["count"],
+        l["first"],
+        l["last"]
     )
 }
 
@@ -334,6 +358,19 @@ mod tests {
         assert_eq!(
             degraded_line(&reads),
             "source reads fetch for 0s (0 failed retries): all brokers down"
+        );
+    }
+
+    #[test]
+    fn lost_entries_name_partition_offsets_and_count() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let l = serde_json::json!({"topic": "orders", "remote_topic": "a.orders", "partition": 0,
+            "first": 100, "last": 149, "count": 50, "since_ms": now - 125_000});
+        assert_eq!(
+            lost_line(&l),
+            "orders[0] 50 records (offsets 100..=149) deleted at the source before they were mirrored, 2m5s ago"
         );
     }
 }

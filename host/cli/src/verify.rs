@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 
 use refract_config::{PatternList, Pipeline};
-use refract_mirror::verify::{Missing, PartitionReport, Progress, Report, Side};
+use refract_mirror::verify::{Deleted, Missing, PartitionReport, Progress, Report, Side};
 
 /// `refract verify`.
 #[derive(clap::Args)]
@@ -84,6 +84,9 @@ fn print_report(report: &Report, topics: &[String]) {
         }
         for p in &flow.partitions {
             println!("{}", line(p, &flow.target));
+            if let Some(note) = deleted_note(p) {
+                println!("          {note}");
+            }
         }
     }
     let flows = report.flows.len();
@@ -99,8 +102,22 @@ fn print_report(report: &Report, topics: &[String]) {
     let total = report.partitions().count();
     let mismatches = report.mismatches();
     let records: u64 = report.partitions().map(|p| p.source.read).sum();
+    let lost: u64 = report
+        .partitions()
+        .filter_map(|p| p.deleted.as_ref())
+        .map(Deleted::lost_count)
+        .sum();
+    let lost_in = report
+        .partitions()
+        .filter(|p| p.deleted.as_ref().is_some_and(|d| d.lost.is_some()))
+        .count();
     if mismatches == 0 {
         println!("OK: all {total} partitions match ({records} source records, {flows} flow(s))");
+    } else if lost > 0 {
+        println!(
+            "MISMATCH: {mismatches} of {total} partitions differ ({} OK, {flows} flow(s)); {lost} records in {lost_in} partitions were deleted at the source before they were mirrored",
+            total - mismatches
+        );
     } else {
         println!(
             "MISMATCH: {mismatches} of {total} partitions differ ({} OK, {flows} flow(s))",
@@ -109,9 +126,35 @@ fn print_report(report: &Report, topics: &[String]) {
     }
 }
 
+/// What a partition's target holds from before its source's log start, in words, or `None`
+/// when there is nothing of the kind.
+fn deleted_note(p: &PartitionReport) -> Option<String> {
+    let d = p.deleted.as_ref()?;
+    let low = p.source.low;
+    Some(match d.lost {
+        Some((first, last)) => format!(
+            "{} records lost: source offsets {first}..={last} were deleted at the source (retention, or a DeleteRecords request) before they were mirrored; the target holds the {} records before them and every record from offset {low} on",
+            d.lost_count(),
+            d.held
+        ),
+        None if d.known => format!(
+            "the target also holds the {} records before the source's log start ({low}), which the source deleted after they were mirrored",
+            d.held
+        ),
+        None => format!(
+            "the target also holds {} records from before the source's log start ({low}); whether the source deleted any before they were mirrored cannot be told (offsets with gaps, or the target deleted records too)",
+            d.held
+        ),
+    })
+}
+
 /// `OK        a.orders partition 0 (from orders): source 500 records, offsets 0..500, checksum …; target …`
 fn line(p: &PartitionReport, target_cluster: &str) -> String {
-    let status = if p.matches() { "OK" } else { "MISMATCH" };
+    let status = match (p.matches(), &p.deleted) {
+        (true, _) => "OK",
+        (false, Some(d)) if d.lost.is_some() => "LOST",
+        (false, _) => "MISMATCH",
+    };
     let target = match &p.target {
         Ok(t) => side(t),
         Err(Missing::Topic) => format!("missing (no topic {} on {target_cluster})", p.remote_topic),

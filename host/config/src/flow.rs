@@ -49,6 +49,8 @@ pub mod defaults {
     pub const PROVENANCE_HEADER: bool = true;
     /// `delivery`.
     pub const DELIVERY: super::DeliveryMode = super::DeliveryMode::AtLeastOnce;
+    /// `on_lost_records`.
+    pub const ON_LOST_RECORDS: super::OnLostRecords = super::OnLostRecords::Continue;
     /// `tasks` (MM2's `tasks.max` is 1 by default too).
     pub const TASKS: u32 = 1;
     /// Most `tasks` a flow may have.
@@ -164,6 +166,38 @@ pub struct DeliverySettings {
     /// `dead_letter_topic`: topic on the target that receives records a processor failed on
     /// (`on_error = "dead-letter"`).
     pub dead_letter_topic: String,
+    /// `on_lost_records`: what the flow does once it finds that the source deleted records it
+    /// had not mirrored yet (they are reported either way).
+    pub on_lost_records: OnLostRecords,
+}
+
+/// `on_lost_records`: what a flow does when a partition's next position is below the source's
+/// log start offset (retention or a DeleteRecords request removed records it had not mirrored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLostRecords {
+    /// `"continue"` (default): report the gap and go on from the partition's log start.
+    #[default]
+    Continue,
+    /// `"halt"`: report the gap and halt the flow without committing past it.
+    Halt,
+}
+
+impl OnLostRecords {
+    /// The name used in the pipeline file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Continue => "continue",
+            Self::Halt => "halt",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "continue" => Some(Self::Continue),
+            "halt" => Some(Self::Halt),
+            _ => None,
+        }
+    }
 }
 
 /// MM2 checkpoints (MirrorCheckpointConnector) and group offset sync.

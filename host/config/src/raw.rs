@@ -100,6 +100,7 @@ pub struct RawFlow {
     pub compression: Option<Spanned<String>>,
     pub delivery: Option<Spanned<String>>,
     pub transaction_interval: Option<Spanned<String>>,
+    pub on_lost_records: Option<Spanned<String>>,
     pub tasks: Option<Spanned<i64>>,
 }
 

@@ -15,6 +15,7 @@ pub mod admin_ffi;
 mod client_state;
 pub mod clients;
 pub mod connect;
+pub mod coordinator;
 pub mod groups;
 pub mod oauth;
 pub mod source_queue;

@@ -40,7 +40,7 @@ pub use flow::{
     progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowBoard,
     FlowContext, FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
 };
-pub use flow::{ClusterView, Member};
+pub use flow::{ClusterView, LostHalt, LostRecords, Member};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
 pub use reload::{FlowDiff, FlowShape, NotLive, PipelineShape};

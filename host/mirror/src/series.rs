@@ -77,6 +77,9 @@ pub mod names {
     /// 1 while a source partition is degraded (paused and retried), 0 once it recovered; only
     /// partitions that failed at least once have the series.
     pub const PARTITION_DEGRADED: &str = "refract_partition_degraded";
+    /// Records the source deleted before the flow mirrored them (retention, DeleteRecords), per
+    /// replicated partition.
+    pub const RECORDS_LOST_TOTAL: &str = "refract_records_lost_total";
     /// Tasks of the flow this process holds now, per flow (cluster mode).
     pub const CLUSTER_TASKS: &str = "refract_cluster_tasks";
     /// Members of the flow's process group as last seen (0 when unknown), per flow (cluster
@@ -117,6 +120,7 @@ pub mod names {
         FLOW_STATE,
         PARTITION_ERRORS_TOTAL,
         PARTITION_DEGRADED,
+        RECORDS_LOST_TOTAL,
         CLUSTER_TASKS,
         CLUSTER_MEMBERS,
         CLUSTER_DUTIES,
@@ -173,6 +177,7 @@ const FLOW_STATE_HELP: &str =
     "The flow's state: 1 for the current one of running, degraded, standby, restarting, halted, stopped; 0 for the others.";
 const PARTITION_ERRORS_HELP: &str = "Failures of a source partition that stopped its progress: the first failure and each failed retry, by reason (failures; topic is the source topic; empty topic and partition: a failure of the flow's source reads with no partition).";
 const PARTITION_DEGRADED_HELP: &str = "Whether a source partition is degraded: paused and retried with backoff while the other partitions keep flowing (1) or flowing again (0).";
+const RECORDS_LOST_HELP: &str = "Records the source deleted (retention, DeleteRecords) before they were mirrored, per replicated partition: offsets between the flow's position and the partition's log start (records; topic is the remote topic).";
 const CLUSTER_TASKS_HELP: &str = "Tasks of the flow this process holds now (cluster mode; tasks).";
 const CLUSTER_MEMBERS_HELP: &str =
     "Members of the flow's process group as last seen, 0 when unknown (cluster mode; processes).";
@@ -448,6 +453,17 @@ pub trait RefractSeries {
 
     /// Registers (or finds) the reload counter for one result.
     fn reloads(&self, result: ReloadResult) -> Result<Counter, MetricsError>;
+
+    /// Registers (or finds) the counter of records the source deleted before they were
+    /// mirrored, of one replicated partition (labelled like
+    /// [`RefractSeries::source_partition`]); registered on the first loss only.
+    fn records_lost(
+        &self,
+        source: &str,
+        target: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> Result<Counter, MetricsError>;
 }
 
 impl RefractSeries for Metrics {
@@ -482,6 +498,7 @@ impl RefractSeries for Metrics {
         let labels = [("source", source), ("target", target)];
         self.remove(MIRROR_SOURCE_PREFIX, &labels)
             + self.remove(REPLICATION_LAG_RECORDS, &labels)
+            + self.remove(RECORDS_LOST_TOTAL, &labels)
             + self.remove(MIRROR_CHECKPOINT_PREFIX, &labels)
     }
 
@@ -625,6 +642,23 @@ impl RefractSeries for Metrics {
 
     fn reloads(&self, result: ReloadResult) -> Result<Counter, MetricsError> {
         self.counter(RELOADS_TOTAL, RELOADS_HELP, &[("result", result.as_str())])
+    }
+
+    fn records_lost(
+        &self,
+        source: &str,
+        target: &str,
+        remote_topic: &str,
+        partition: i32,
+    ) -> Result<Counter, MetricsError> {
+        let partition = partition.to_string();
+        let labels = [
+            ("source", source),
+            ("target", target),
+            ("topic", remote_topic),
+            ("partition", partition.as_str()),
+        ];
+        self.counter(RECORDS_LOST_TOTAL, RECORDS_LOST_HELP, &labels)
     }
 }
 
@@ -943,6 +977,18 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
     }
 
     #[test]
+    fn records_lost_carry_the_partition_labels_and_go_with_the_flow() {
+        let m = Metrics::new();
+        m.records_lost("a", "b", "a.t", 0).unwrap().inc_by(50);
+        let text = m.render();
+        let line =
+            r#"refract_records_lost_total{partition="0",source="a",target="b",topic="a.t"} 50"#;
+        assert!(samples(&text).contains(&line), "{line} in\n{text}");
+        assert!(text.contains(&format!("# TYPE {RECORDS_LOST_TOTAL} counter\n")));
+        assert_eq!(m.remove_flow_partitions("a", "b"), 1);
+    }
+
+    #[test]
     fn reloads_by_result() {
         let m = Metrics::new();
         m.reloads(ReloadResult::Ok).unwrap().inc();
@@ -1096,12 +1142,13 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         m.partition_errors("f", "x", Some(0), "produce").unwrap();
         m.partition_degraded("f", "x", Some(0)).unwrap();
         m.cluster("f").unwrap();
+        m.records_lost("s", "t", "s.x", 0).unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 11 flow (inflight, 5 record
         // events, the deprecated dropped, transactions, transaction duration, up, state)
-        // + 4 plugin + reloads + 2 partition + 5 cluster.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 11 + 4 + 1 + 2 + 5);
+        // + 4 plugin + reloads + 2 partition + 5 cluster + lost.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 11 + 4 + 1 + 2 + 5 + 1);
         // Every name in `ALL` was registered.
         for name in ALL {
             assert!(

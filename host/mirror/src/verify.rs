@@ -17,7 +17,16 @@
 //! Both sides are read `read_committed`: an exactly-once target's aborted records (and a
 //! transactional source's) are not compared, as its consumers never see them.
 //!
-//! Two partitions match when both the count read and the checksum are equal. Heartbeats topics
+//! A source partition whose log starts later than its remote partition's (retention or a
+//! DeleteRecords request removed records on the source only) is compared with the *end* of the
+//! remote partition: when the target's last records equal every record the source still holds,
+//! the records before them are what the target kept of the deleted ones ([`Deleted`]). With
+//! contiguous offsets and a target log that starts at 0, the source offsets between those and
+//! the source's log start were deleted before they were mirrored: they are named and counted
+//! (`LOST`), and the partition does not match.
+//!
+//! Two partitions match when both the count read and the checksum are equal (or, as above, the
+//! target's end equals the source and nothing is known lost). Heartbeats topics
 //! are written continuously by every mirror, so they are left out unless a topic filter is given
 //! and names them. Flows with processors are compared as they are: records a processor drops or
 //! changes show as differences; so do topics written on both clusters (identity active/active).
@@ -172,6 +181,31 @@ pub enum Missing {
     Partition(i32),
 }
 
+/// What a remote partition holds from before its source partition's log start, when the
+/// target's last records equal every record the source still holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    /// Records the target holds from before the source's log start.
+    pub held: u64,
+    /// The source offsets before its log start that the target does not hold: deleted at the
+    /// source before they were mirrored (`first..=last`). `None` when the target holds them all,
+    /// or when it cannot be told (see `known`).
+    pub lost: Option<(i64, i64)>,
+    /// Whether `lost` could be worked out: both partitions' offsets are contiguous and the
+    /// target's log starts at offset 0, so its first `held` records are the source's offsets
+    /// `0..held`.
+    pub known: bool,
+}
+
+impl Deleted {
+    /// How many source records were deleted before they were mirrored.
+    pub fn lost_count(&self) -> u64 {
+        self.lost.map_or(0, |(first, last)| {
+            u64::try_from(last - first + 1).unwrap_or(0)
+        })
+    }
+}
+
 /// One source partition compared with its remote partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionReport {
@@ -187,11 +221,18 @@ pub struct PartitionReport {
     pub source: Side,
     /// The remote partition, or why there is none.
     pub target: Result<Side, Missing>,
+    /// When the source's log starts later than the target's and the target ends with exactly
+    /// the source's records: what the target holds from before, and what was lost.
+    pub deleted: Option<Deleted>,
 }
 
 impl PartitionReport {
-    /// Whether the target holds the same records as the source.
+    /// Whether the target holds the same records as the source (or ends with them, having kept
+    /// records the source deleted since, with none known lost).
     pub fn matches(&self) -> bool {
+        if let Some(d) = &self.deleted {
+            return d.lost.is_none();
+        }
         self.target
             .as_ref()
             .is_ok_and(|t| t.read == self.source.read && t.checksum == self.source.checksum)
@@ -307,6 +348,8 @@ struct PartitionRead {
     high: i64,
     /// Next offset expected; progress is counted in offsets so gaps still reach 100%.
     position: i64,
+    /// Records to pass over before hashing (reading a partition's end only).
+    skip: u64,
     read: u64,
     checksum: Checksum,
     finished: bool,
@@ -320,6 +363,7 @@ impl PartitionRead {
             low,
             high,
             position: low,
+            skip: 0,
             read: 0,
             checksum: Checksum::new(),
             finished: high <= low,
@@ -357,6 +401,8 @@ struct FlowPlan {
     report: FlowReport,
     source_client: Authenticated<BaseConsumer>,
     target_client: Authenticated<BaseConsumer>,
+    /// The target cluster (a second reader of partition ends is made from it).
+    target_cluster: Cluster,
     /// (source topic, remote topic, partition, index into `target`).
     entries: Vec<(String, String, i32, Result<usize, Missing>)>,
     source: Vec<PartitionRead>,
@@ -439,6 +485,7 @@ impl FlowPlan {
             },
             source_client,
             target_client,
+            target_cluster: target_cluster.clone(),
             entries: Vec::new(),
             source: Vec::new(),
             target: Vec::new(),
@@ -538,6 +585,7 @@ impl FlowPlan {
                 Err(_) => bail!("flow {}: a reader thread panicked", self.report.flow),
             }
         }
+        let deleted = self.deleted()?;
         for (i, (source_topic, remote_topic, partition, target)) in
             self.entries.into_iter().enumerate()
         {
@@ -548,9 +596,80 @@ impl FlowPlan {
                 partition,
                 source: self.source[i].side(),
                 target: target.map(|t| self.target[t].side()),
+                deleted: deleted.get(&i).cloned(),
             });
         }
         Ok(self.report)
+    }
+
+    /// For each entry (by index) whose source log starts later than its target's, whose target
+    /// holds more records and differs: reads the target's last records (as many as the source
+    /// holds) and, when they equal the source's, what the target holds from before ([`Deleted`]).
+    fn deleted(&self) -> Result<HashMap<usize, Deleted>> {
+        let mut ends = Vec::new();
+        let mut which = Vec::new();
+        for (i, (_, _, _, target)) in self.entries.iter().enumerate() {
+            let (source, Ok(t)) = (&self.source[i], target) else {
+                continue;
+            };
+            let target = &self.target[*t];
+            let same =
+                target.read == source.read && target.checksum.finish() == source.checksum.finish();
+            if same || source.low <= target.low || target.read <= source.read {
+                continue;
+            }
+            let extra = target.read - source.read;
+            // With contiguous offsets the source's records are the target's last offsets;
+            // otherwise count the records from the start.
+            let contiguous =
+                i64::try_from(target.read).is_ok_and(|n| n == target.high - target.low);
+            let mut end = if contiguous {
+                PartitionRead::new(
+                    &target.topic,
+                    target.partition,
+                    (target.high - source.read as i64, target.high),
+                )
+            } else {
+                PartitionRead::new(&target.topic, target.partition, (target.low, target.high))
+            };
+            if !contiguous {
+                end.skip = extra;
+            }
+            ends.push(end);
+            which.push((i, *t, extra));
+        }
+        if ends.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let client = consumer(&self.target_cluster, &self.report.flow)?;
+        read_partitions(Reader {
+            client: &client,
+            parts: &mut ends,
+            cluster: &self.report.target,
+            counter: &AtomicU64::new(0),
+            abort: &AtomicBool::new(false),
+        })
+        .with_context(|| {
+            format!(
+                "flow {}: reading the end of remote partitions",
+                self.report.flow
+            )
+        })?;
+        let mut found = HashMap::new();
+        for (end, (i, t, held)) in ends.iter().zip(which) {
+            let source = &self.source[i];
+            if end.read != source.read || end.checksum.finish() != source.checksum.finish() {
+                continue;
+            }
+            let target = &self.target[t];
+            let contiguous =
+                |p: &PartitionRead| i64::try_from(p.read).is_ok_and(|n| n == p.high - p.low);
+            let known = target.low == 0 && contiguous(target) && contiguous(source);
+            let held_to = i64::try_from(held).unwrap_or(i64::MAX);
+            let lost = (known && held_to < source.low).then(|| (held_to, source.low - 1));
+            found.insert(i, Deleted { held, lost, known });
+        }
+        Ok(found)
     }
 }
 
@@ -627,8 +746,12 @@ fn read_partitions(reader: Reader<'_>) -> Result<()> {
                 if let Some(i) = found {
                     let part = &mut parts[i];
                     if !part.finished && m.offset() < part.high {
-                        part.checksum.add_message(&m);
-                        part.read += 1;
+                        if part.skip > 0 {
+                            part.skip -= 1;
+                        } else {
+                            part.checksum.add_message(&m);
+                            part.read += 1;
+                        }
                     }
                     part.advance(m.offset() + 1, counter);
                     if part.finished {
@@ -864,6 +987,7 @@ mod tests {
                 partition: i as i32,
                 source: side(1),
                 target: Ok(side(if *m { 1 } else { 2 })),
+                deleted: None,
             })
             .collect();
         Report {
@@ -889,5 +1013,28 @@ mod tests {
         let mut missing = report(&[true]);
         missing.flows[0].partitions[0].target = Err(Missing::Partition(0));
         assert_eq!(missing.mismatches(), 1);
+        // A target that ends with the source's records: it matches unless records are known
+        // lost.
+        let mut kept = report(&[false]);
+        kept.flows[0].partitions[0].deleted = Some(Deleted {
+            held: 1,
+            lost: None,
+            known: true,
+        });
+        assert!(kept.all_match());
+        let mut lost = kept.clone();
+        lost.flows[0].partitions[0].deleted = Some(Deleted {
+            held: 100,
+            lost: Some((100, 149)),
+            known: true,
+        });
+        assert_eq!(lost.mismatches(), 1);
+        assert_eq!(
+            lost.flows[0].partitions[0]
+                .deleted
+                .as_ref()
+                .map(Deleted::lost_count),
+            Some(50)
+        );
     }
 }

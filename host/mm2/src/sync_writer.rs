@@ -50,9 +50,42 @@ struct PartitionState {
     /// Upstream offset of the last sync taken for this partition: the previous link of the
     /// next one's chain.
     last_taken: Option<i64>,
+    /// Offsets the source deleted before they were mirrored (see [`OffsetSyncWriter::lost`]),
+    /// until the first pair after them arrives.
+    lost: Option<(i64, i64)>,
+    /// The last pair before such a gap, taken before the pending sync (the first pair after it).
+    before_gap: Option<(i64, i64)>,
 }
 
 impl PartitionState {
+    /// Whether `upstream` is the first pair after a gap [`OffsetSyncWriter::lost`] reported; if
+    /// so, keeps the pair before the gap for [`OffsetSyncWriter::take_pending_chained`] unless it
+    /// was synced already, or, in a writer that has not seen the partition yet, chains the next
+    /// sync to where the previous writer's last one is expected.
+    fn after_gap(&mut self, upstream: i64) -> bool {
+        let Some((first, _)) = self.lost.filter(|&(_, last)| upstream > last) else {
+            return false;
+        };
+        self.lost = None;
+        if self.last_sync_downstream.is_none() {
+            // A restarted writer: the previous one synced `first - 1` before `first` was
+            // committed. The reader links the two only if that sync is the newest it has.
+            self.last_taken.get_or_insert(first - 1);
+            return true;
+        }
+        let previous = (self.previous_upstream, self.previous_downstream);
+        if previous.0 < first && self.last_taken != Some(previous.0) {
+            self.before_gap = Some(previous);
+            if self.delayed == Some(previous) {
+                self.delayed = None;
+            }
+            if self.pending == Some(previous) {
+                self.pending = None;
+            }
+        }
+        true
+    }
+
     /// Whether the pair must be synced now rather than waiting for the next flush.
     fn flags(&self, upstream: i64, downstream: i64, offset_lag_max: i64, exact: bool) -> bool {
         let Some(last_sync) = self.last_sync_downstream else {
@@ -122,13 +155,16 @@ impl OffsetSyncWriter {
             None => self.partitions.entry(topic.to_owned()).or_default(),
         };
         let state = partitions.entry(partition).or_default();
-        let flagged = state.flags(upstream, downstream, self.offset_lag_max, self.exact);
+        let listed = state.pending.is_some() || state.before_gap.is_some();
+        let after_gap = state.after_gap(upstream);
+        let flagged =
+            after_gap || state.flags(upstream, downstream, self.offset_lag_max, self.exact);
         state.previous_upstream = upstream;
         state.previous_downstream = downstream;
         if flagged {
             state.last_sync_downstream = Some(downstream);
             state.delayed = None;
-            if state.pending.replace((upstream, downstream)).is_none() {
+            if state.pending.replace((upstream, downstream)).is_none() && !listed {
                 self.pending_order.push((topic.to_owned(), partition));
             }
         } else {
@@ -140,8 +176,28 @@ impl OffsetSyncWriter {
         }
     }
 
-    /// The syncs to send now, at most one per partition, in the order their partitions got a
-    /// pending sync; they are no longer pending afterwards.
+    /// Records that the source deleted offsets `first..=last` of `topic`/`partition` before they
+    /// were mirrored (retention, a DeleteRecords request), so the next pair is the first after a
+    /// gap. That pair is synced anyway (an upstream gap, or a restarted writer's first record);
+    /// this also syncs the last pair before the gap unless it was already, so that a group whose
+    /// offset lies inside the gap translates to the first record after it (MM2's rule: the sync
+    /// before it, downstream + 1), never to an earlier one. A writer that has not seen the
+    /// partition yet (the gap was found on a restart) chains the sync after the gap to
+    /// `first - 1`, where the previous run synced before it committed `first`.
+    pub fn lost(&mut self, topic: &str, partition: i32, first: i64, last: i64) {
+        if last < first {
+            return;
+        }
+        let partitions = match self.partitions.get_mut(topic) {
+            Some(partitions) => partitions,
+            None => self.partitions.entry(topic.to_owned()).or_default(),
+        };
+        partitions.entry(partition).or_default().lost = Some((first, last));
+    }
+
+    /// The syncs to send now, at most one per partition (two around a gap of
+    /// [`OffsetSyncWriter::lost`]: the last pair before it first), in the order their partitions
+    /// got a pending sync; they are no longer pending afterwards.
     pub fn take_pending(&mut self) -> Vec<OffsetSync> {
         self.take_pending_chained()
             .into_iter()
@@ -163,6 +219,18 @@ impl OffsetSyncWriter {
             else {
                 continue;
             };
+            if let Some((upstream_offset, downstream_offset)) = state.before_gap.take() {
+                let previous = state.last_taken.replace(upstream_offset);
+                syncs.push((
+                    OffsetSync {
+                        topic: topic.clone(),
+                        partition,
+                        upstream_offset,
+                        downstream_offset,
+                    },
+                    previous,
+                ));
+            }
             if let Some((upstream_offset, downstream_offset)) = state.pending.take() {
                 let previous = state.last_taken.replace(upstream_offset);
                 syncs.push((
@@ -441,6 +509,139 @@ mod tests {
         w.promote_delayed();
         assert_eq!(w.take_pending(), vec![sync("t", 0, 999, 999)]);
         assert!(w.delayed_order.is_empty() && w.pending_order.is_empty());
+    }
+
+    /// Records deleted at the source while the writer runs: the last pair before the gap, only
+    /// delayed until then, goes out right before the first pair after it, chained in order.
+    #[test]
+    fn a_lost_gap_syncs_the_pairs_on_both_sides() {
+        for exact in [false, true] {
+            let mut w = if exact {
+                OffsetSyncWriter::exact(100)
+            } else {
+                OffsetSyncWriter::new(100)
+            };
+            for i in 0..100 {
+                w.update("t", 0, i, i);
+            }
+            assert_eq!(w.take_pending_chained(), vec![(sync("t", 0, 0, 0), None)]);
+            w.lost("t", 0, 100, 149);
+            w.update("t", 0, 150, 100);
+            assert_eq!(
+                w.take_pending_chained(),
+                vec![
+                    (sync("t", 0, 99, 99), Some(0)),
+                    (sync("t", 0, 150, 100), Some(99))
+                ],
+                "exact: {exact}"
+            );
+            w.update("t", 0, 151, 101);
+            assert_eq!(w.take_pending(), vec![]);
+            w.promote_delayed();
+            assert_eq!(w.take_pending(), vec![sync("t", 0, 151, 101)]);
+        }
+        // The pair before the gap was synced already: only the one after it.
+        let mut w = OffsetSyncWriter::new(100);
+        w.update("t", 0, 0, 0);
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 0, 0)]);
+        w.update("t", 0, 1, 1);
+        w.promote_delayed();
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 1, 1)]);
+        w.lost("t", 0, 2, 9);
+        w.update("t", 0, 10, 2);
+        assert_eq!(w.take_pending(), vec![sync("t", 0, 10, 2)]);
+        // Pairs acknowledged before the gap's first offset do not close it.
+        let mut w = OffsetSyncWriter::new(100);
+        w.update("t", 0, 0, 0);
+        w.take_pending();
+        w.lost("t", 0, 5, 9);
+        for i in 1..5 {
+            w.update("t", 0, i, i);
+        }
+        assert_eq!(w.take_pending(), vec![]);
+        w.update("t", 0, 10, 5);
+        assert_eq!(
+            w.take_pending(),
+            vec![sync("t", 0, 4, 4), sync("t", 0, 10, 5)]
+        );
+        assert_eq!(w.pending_order.len(), 0);
+    }
+
+    /// What a gap's syncs mean to the checkpoint side: a group whose offset lies inside the gap
+    /// translates to the first record after it, with MM2's rule and exactly, and never earlier.
+    #[test]
+    fn groups_inside_a_lost_gap_translate_to_the_first_record_after_it() {
+        use crate::exact::ExactHistory;
+        use crate::sync_store::{OffsetSyncStore, Translation};
+        // 100 records mirrored one to one, offsets 100..=149 deleted, 150.. mirrored from
+        // target offset 100 on; `offset_lag_max` 7 leaves only sparse syncs before the gap, the
+        // last at 96.
+        for exact in [false, true] {
+            let mut w = if exact {
+                OffsetSyncWriter::exact(7)
+            } else {
+                OffsetSyncWriter::new(7)
+            };
+            let mut syncs = Vec::new();
+            for i in 0..100 {
+                w.update("t", 0, i, i);
+                syncs.extend(w.take_pending_chained());
+            }
+            w.lost("t", 0, 100, 149);
+            for i in 150..160 {
+                w.update("t", 0, i, i - 50);
+                syncs.extend(w.take_pending_chained());
+            }
+            w.promote_delayed();
+            syncs.extend(w.take_pending_chained());
+            let mut store = OffsetSyncStore::new();
+            let mut history = ExactHistory::new();
+            for (sync, previous) in &syncs {
+                store.insert(sync);
+                history.insert(
+                    "t",
+                    0,
+                    sync.upstream_offset,
+                    sync.downstream_offset,
+                    exact.then_some(*previous),
+                );
+            }
+            for group in [100, 120, 149, 150] {
+                assert_eq!(
+                    store.translate_downstream("t", 0, group),
+                    Translation::Offset(100),
+                    "MM2's rule, group at {group}, exact writer: {exact}"
+                );
+                if exact {
+                    assert_eq!(
+                        history.translate("t", 0, group),
+                        Some(Ok(100)),
+                        "group at {group}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A gap found on a restart: the writer has not seen the partition; its first sync is the
+    /// record after the gap, chained to the sync the previous writer wrote before the gap.
+    #[test]
+    fn a_lost_gap_found_on_restart_chains_to_the_previous_writer() {
+        let mut w = OffsetSyncWriter::exact(100);
+        w.lost("t", 0, 100, 149);
+        w.update("t", 0, 150, 100);
+        w.update("t", 0, 151, 101);
+        assert_eq!(
+            w.take_pending_chained(),
+            vec![(sync("t", 0, 150, 100), Some(99))]
+        );
+        // Without a gap a new writer starts a new chain, as before.
+        let mut w = OffsetSyncWriter::exact(100);
+        w.update("t", 0, 150, 100);
+        assert_eq!(
+            w.take_pending_chained(),
+            vec![(sync("t", 0, 150, 100), None)]
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::records::{Deliveries, TestRecord, PROVENANCE};
-use crate::wait::{unique, wait_or_explain, DEADLINE};
+use crate::wait::{unique, wait_or_explain, wait_until, DEADLINE};
 
 use super::Broker;
 
@@ -180,6 +180,42 @@ impl Broker {
         }
         c.commit(&tpl, rdkafka::consumer::CommitMode::Sync)
             .expect("commit");
+    }
+
+    /// Deletes the records of `topic`'s partition `partition` before offset `before` (a
+    /// DeleteRecords request, what `kafka-delete-records` sends) and waits until the partition's
+    /// log starts there.
+    pub fn delete_records(&self, topic: &str, partition: i32, before: i64) {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(before))
+            .expect("tpl");
+        let done =
+            futures_executor::block_on(self.admin().delete_records(&tpl, &AdminOptions::new()))
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "deleting records of {topic}[{partition}] on {}: {e}",
+                        self.name
+                    )
+                });
+        for elem in done.elements() {
+            elem.error().unwrap_or_else(|e| {
+                panic!(
+                    "deleting records of {topic}[{partition}] on {}: {e}",
+                    self.name
+                )
+            });
+        }
+        let c = self.consumer();
+        wait_until(
+            &format!(
+                "{topic}[{partition}] on {} to start at offset {before}",
+                self.name
+            ),
+            || {
+                c.fetch_watermarks(topic, partition, Duration::from_secs(10))
+                    .is_ok_and(|(low, _)| low == before)
+            },
+        );
     }
 
     /// `group`'s committed offsets on `partitions` partitions of `topic` (None: no commit).

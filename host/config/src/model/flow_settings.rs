@@ -12,7 +12,7 @@ use crate::error::ConfigError;
 use crate::flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
-    OffsetTranslation, PluginSpec, Throttle,
+    OffsetTranslation, OnLostRecords, PluginSpec, Throttle,
 };
 use crate::raw::RawFlow;
 use crate::rules::{BUILTIN_POLICIES, COMPRESSION_TYPES};
@@ -312,6 +312,22 @@ impl Builder<'_> {
                 )
             }
         };
+        let on_lost_records = match raw.on_lost_records {
+            None => defaults::ON_LOST_RECORDS,
+            Some(v) => match OnLostRecords::parse(v.get_ref()) {
+                Some(o) => o,
+                None => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.on_lost_records"),
+                        format!(
+                            "unknown value `{}` (use \"continue\" or \"halt\")",
+                            v.get_ref()
+                        ),
+                    )
+                }
+            },
+        };
         let tasks = match raw.tasks {
             None => defaults::TASKS,
             Some(t) => match u32::try_from(*t.get_ref()) {
@@ -349,6 +365,7 @@ impl Builder<'_> {
                 commit_interval,
                 compression,
                 dead_letter_topic,
+                on_lost_records,
             },
             checkpoints: CheckpointSettings {
                 enabled: emit_checkpoints,
@@ -574,6 +591,21 @@ mod tests {
         );
         assert_eq!(plain.delivery.commit_interval, defaults::COMMIT_INTERVAL);
         assert_eq!(plain.checkpoints.interval, defaults::CHECKPOINT_INTERVAL);
+    }
+
+    #[test]
+    fn on_lost_records_continues_unless_set_to_halt() {
+        let f = parse("").unwrap().flows.remove(0);
+        assert_eq!(f.delivery.on_lost_records, OnLostRecords::Continue);
+        let f = parse("on_lost_records = \"halt\"").unwrap().flows.remove(0);
+        assert_eq!(f.delivery.on_lost_records, OnLostRecords::Halt);
+        let e = parse("on_lost_records = \"skip\"").unwrap_err();
+        assert_eq!(e.key, "flow[0].on_lost_records");
+        assert!(
+            e.message
+                .contains("unknown value `skip` (use \"continue\" or \"halt\")"),
+            "{e}"
+        );
     }
 
     #[test]

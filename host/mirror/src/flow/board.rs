@@ -112,6 +112,7 @@ impl FlowStatus {
     pub(crate) fn add_counters(&mut self, other: &FlowStatus) {
         self.records_sent += other.records_sent;
         self.duplicates += other.duplicates;
+        self.records_lost += other.records_lost;
         self.restarts += other.restarts;
         self.records_filtered += other.records_filtered;
         self.records_skipped += other.records_skipped;
@@ -134,6 +135,8 @@ impl FlowStatus {
         self.partitions.extend(other.partitions.iter().cloned());
         self.partitions.sort();
         self.partitions.dedup();
+        self.lost.extend(other.lost.iter().cloned());
+        self.lost.sort_by_key(|l| l.since_ms);
         self.degraded.extend(other.degraded.iter().cloned());
         self.degraded
             .sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));

@@ -336,15 +336,16 @@ impl FlowRunner {
             // librdkafka postpones a partition's next fetch by fetch.queue.backoff.ms (1 s)
             // whenever its local queue is over the prefetch thresholds; a mirror that is briefly
             // busier than a plain reader then stalls on a second-long tail. 10 ms keeps it fed.
-            &[
-                ("auto.offset.reset", "earliest"),
-                ("fetch.queue.backoff.ms", "10"),
-            ],
+            &[("fetch.queue.backoff.ms", "10")],
             &[
                 ("group.id", group.as_str()),
                 ("enable.auto.commit", "false"),
                 ("enable.auto.offset.store", "false"),
                 ("enable.partition.eof", "false"),
+                // A position out of range is reported (see `lost`), never silently reset: a
+                // partition with no position at all is assigned at an explicit BEGINNING or END
+                // (the user's auto.offset.reset, see `FlowRunner::add_at_position`).
+                ("auto.offset.reset", "error"),
             ],
         )
         .create()

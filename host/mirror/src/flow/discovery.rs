@@ -13,6 +13,7 @@ use tracing::{debug, error, info, warn};
 use refract_kafka::clients::{
     await_partitions, create_topic, ensure_topic, grow_topic, list_topics, REQUEST_TIMEOUT,
 };
+use refract_kafka::coordinator;
 
 use crate::degraded::PartitionHealth;
 use crate::planner::{Skip, TopicPlan};
@@ -220,6 +221,8 @@ impl Run<'_> {
         let runner = self.runner;
         let mut downstream_tpl = TopicPartitionList::new();
         let mut duplicates = 0u64;
+        // Per slot, records already on the target past its committed position.
+        let mut on_target: HashMap<usize, i64> = HashMap::new();
         let mut mm2 = Mm2Takeover::new(&runner.flow, &runner.source, &runner.target);
         for elem in committed.elements() {
             let Some(i) = self.slots.find(elem.topic(), elem.partition()) else {
@@ -252,11 +255,14 @@ impl Run<'_> {
             debug!(flow = %self.name, "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
         }
         if downstream_tpl.count() > 0 {
-            let downstream = self
-                .clients
-                .target_meta
-                .committed_offsets(downstream_tpl, REQUEST_TIMEOUT)
-                .context("reading the flow's committed target positions")?;
+            let downstream = coordinator::committed_offsets(
+                &self.clients.target_meta,
+                &downstream_tpl,
+                REQUEST_TIMEOUT,
+                &runner.stop,
+                |e| self.coordinator_not_ready(&runner.target.alias, e),
+            )
+            .context("reading the flow's committed target positions")?;
             for elem in downstream.elements() {
                 let Offset::Offset(acked_end) = elem.offset() else {
                     continue;
@@ -266,11 +272,33 @@ impl Run<'_> {
                     elem.partition(),
                     REQUEST_TIMEOUT,
                 ) {
-                    duplicates += u64::try_from(high - acked_end).unwrap_or(0);
+                    let beyond = (high - acked_end).max(0);
+                    duplicates += beyond as u64;
+                    let slot =
+                        self.slots.slots.iter().position(|s| {
+                            s.remote == elem.topic() && s.partition == elem.partition()
+                        });
+                    if let Some(i) = slot.filter(|i| added.contains(i)) {
+                        on_target.insert(i, beyond);
+                    }
                 }
             }
         }
         duplicates += mm2.finish(&self.clients.target_meta, &mut self.policy);
+        // Positions below the source's log start: records deleted before they were mirrored
+        // (those of them already on the target are not re-sent, so not duplicates either).
+        let positions: HashMap<usize, Option<i64>> = added
+            .iter()
+            .map(|&i| (i, self.slots.slots[i].position))
+            .collect();
+        self.check_log_start(added, &on_target)?;
+        for (i, beyond) in &on_target {
+            if let (Some(Some(from)), Some(to)) = (positions.get(i), self.slots.slots[*i].position)
+            {
+                let deleted = (to - from).clamp(0, *beyond);
+                duplicates = duplicates.saturating_sub(deleted as u64);
+            }
+        }
         if duplicates > 0 {
             warn!(
                 flow = %self.name,
@@ -282,17 +310,30 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The flow's committed source positions (its group's offsets) of the slots `added`.
+    /// The flow's committed source positions (its group's offsets) of the slots `added`. A
+    /// group coordinator that is not ready yet (a cluster that just started) is asked again
+    /// within moments, for up to [`coordinator::RETRY_FOR`], rather than at the next discovery.
     pub(super) fn committed_positions(&self, added: &[usize]) -> Result<TopicPartitionList> {
         let mut tpl = TopicPartitionList::new();
         for &i in added {
             let slot = &self.slots.slots[i];
             tpl.add_partition(&slot.topic, slot.partition);
         }
-        self.clients
-            .consumer
-            .committed_offsets(tpl, REQUEST_TIMEOUT)
-            .context("reading the flow's committed source positions")
+        let runner = self.runner;
+        coordinator::committed_offsets(
+            &self.clients.consumer,
+            &tpl,
+            REQUEST_TIMEOUT,
+            &runner.stop,
+            |e| self.coordinator_not_ready(&runner.source.alias, e),
+        )
+        .context("reading the flow's committed source positions")
+    }
+
+    /// Says once per request that `cluster`'s group coordinator is not ready (`e`) and that the
+    /// request is retried.
+    fn coordinator_not_ready(&self, cluster: &str, e: &rdkafka::error::KafkaError) {
+        info!(flow = %self.name, "the group coordinator of cluster {cluster} is not ready yet ({e}); asking again for up to {} s", coordinator::RETRY_FOR.as_secs());
     }
 
     /// Assigns every partition that is read (not a degraded one waiting for its retry) at its

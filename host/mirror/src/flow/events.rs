@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 use crate::chain::{DeadLetter, Skipped};
 use crate::degraded::{Change, Degraded};
 use crate::series::{RecordEvent, RefractSeries};
 
+use super::lost::{Found, LostRecords};
 use super::slots::Slot;
+use super::status::LOST_KEPT;
 use super::{lock, FlowRunner};
 
 impl FlowRunner {
@@ -79,6 +81,70 @@ impl FlowRunner {
                 m.transaction_duration.observe_duration(took);
             }
         }
+    }
+
+    /// Records the source deleted before they were mirrored (`lost`, found as `found` says, the
+    /// partition's log start now `low`): one ERROR line naming the flow, partition, offsets,
+    /// count and likely cause, counted in `records_lost` and `refract_records_lost_total`, and
+    /// kept in the status's `lost` list. A gap this runner reported already (a restart before the
+    /// commit that moved past it) is only logged at debug. `halt`: the flow halts on it.
+    pub(super) fn report_lost(&self, lost: &LostRecords, found: Found, low: i64, halt: bool) {
+        let name = self.flow.name();
+        let count = lost.count();
+        {
+            let mut status = lock(&self.status);
+            let known = status.lost.iter().any(|l| {
+                l.topic == lost.topic
+                    && l.partition == lost.partition
+                    && l.first <= lost.first
+                    && lost.last <= l.last
+            });
+            if known {
+                drop(status);
+                debug!(flow = %name, "{lost}: reported already");
+                return;
+            }
+            status.records_lost += count;
+            status.lost.push(lost.clone());
+            let over = status.lost.len().saturating_sub(LOST_KEPT);
+            status.lost.drain(..over);
+            status.last_error = Some(format!(
+                "{lost}: deleted at the source before they were mirrored"
+            ));
+        }
+        if let Ok(c) = self.metrics.records_lost(
+            &self.source.alias,
+            &self.target.alias,
+            &lost.remote_topic,
+            lost.partition,
+        ) {
+            c.inc_by(count);
+        }
+        let when = match found {
+            Found::Resuming => "while the flow was stopped or behind",
+            Found::Reading => "while the flow was behind",
+        };
+        let then = if halt {
+            "halting the flow (on_lost_records = \"halt\")".to_string()
+        } else {
+            format!("going on from offset {low} (on_lost_records = \"continue\")")
+        };
+        error!(
+            flow = %name,
+            topic = %lost.topic,
+            partition = lost.partition,
+            first = lost.first,
+            last = lost.last,
+            count,
+            "{}[{}]: {count} records lost: source offsets {}..={} were deleted on cluster {} (retention, or a DeleteRecords request) {when}, before they were mirrored to {} on cluster {}; the partition's log now starts at offset {low}; {then}",
+            lost.topic,
+            lost.partition,
+            lost.first,
+            lost.last,
+            self.source.alias,
+            lost.remote_topic,
+            self.target.alias
+        );
     }
 
     /// [`FlowRunner::log_failure`] for a partition.

@@ -152,6 +152,10 @@ impl Run<'_> {
                     debug!(flow = %name, "reading {topic}[{partition}] (not mirrored): {}", e.message);
                     return Ok(());
                 };
+                // `auto.offset.reset=error`: the position is out of the partition's range.
+                if e.code == RDKafkaErrorCode::AutoOffsetReset {
+                    return self.out_of_range(i, e);
+                }
                 let slot = &mut self.slots.slots[i];
                 let offset = e.offset.or(slot.position);
                 if let Some(change) =
@@ -205,7 +209,7 @@ impl Run<'_> {
     }
 
     /// Stops reading the partition of slot `i` (it is assigned again on its retry).
-    fn pause(&self, i: usize) {
+    pub(super) fn pause(&self, i: usize) {
         let slot = &self.slots.slots[i];
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&slot.topic, slot.partition);

@@ -30,6 +30,7 @@ mod events;
 mod forwarding;
 mod health;
 mod internals;
+mod lost;
 mod members;
 mod provenance;
 mod run;
@@ -39,6 +40,7 @@ mod throttle;
 mod transactions;
 
 pub use board::FlowBoard;
+pub use lost::{LostHalt, LostRecords};
 pub use members::{ClusterView, Member};
 pub use provenance::*;
 use run::Run;

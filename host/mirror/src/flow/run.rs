@@ -153,7 +153,7 @@ impl<'r> Run<'r> {
         while !self.runner.stop.load(Ordering::Relaxed) {
             self.take_swapped_plugins();
             if Instant::now() >= next_discovery {
-                self.discover_round();
+                self.discover_round()?;
                 // A task waiting for task 0 to create a remote topic looks again soon.
                 next_discovery = Instant::now()
                     + if self.slots.awaiting_remote {
@@ -221,8 +221,10 @@ impl<'r> Run<'r> {
         }
     }
 
-    /// Discovers topics and partitions, then runs the once-per-flow duties that follow it.
-    fn discover_round(&mut self) {
+    /// Discovers topics and partitions, then runs the once-per-flow duties that follow it. A
+    /// failure is logged and tried again at the next round, except a halt on lost records
+    /// ([`super::LostHalt`]), which ends the run.
+    fn discover_round(&mut self) -> Result<()> {
         let interval = self.runner.flow.refresh_topics_interval;
         match self.discover() {
             Ok(plan) => {
@@ -245,6 +247,7 @@ impl<'r> Run<'r> {
                 }
                 self.plan = plan
             }
+            Err(e) if e.downcast_ref::<super::LostHalt>().is_some() => return Err(e),
             // Reported once by the watch when a cluster does not answer.
             Err(e)
                 if self.runner.unreachable(Side::Source)
@@ -256,6 +259,7 @@ impl<'r> Run<'r> {
                 warn!(flow = %self.name, "topic discovery failed, retrying in {interval:?}: {e:#}")
             }
         }
+        Ok(())
     }
 
     /// After a batch: under exactly-once, fails the transaction on a failed record and commits

@@ -43,6 +43,11 @@ pub struct FlowStatus {
     /// Records not mirrored because their provenance header shows they came from the target
     /// (`refract_records_looped_total`).
     pub records_looped: u64,
+    /// Records the source deleted before they were mirrored (`refract_records_lost_total`):
+    /// offsets between a partition's position and its log start.
+    pub records_lost: u64,
+    /// Those gaps, oldest first (the newest [`LOST_KEPT`]).
+    pub lost: Vec<super::LostRecords>,
     /// MM2 offset syncs written.
     pub offset_syncs: u64,
     /// MM2 heartbeats written.
@@ -140,6 +145,9 @@ pub(crate) fn set_checkpoints_failing(board: &FlowBoard, why: Option<String>) ->
     board.publish_state();
     was
 }
+
+/// How many gaps of lost records a flow's status keeps (the count covers them all).
+pub const LOST_KEPT: usize = 100;
 
 /// A flow's status, updated while it runs.
 pub type SharedStatus = Arc<Mutex<FlowStatus>>;
@@ -261,6 +269,11 @@ impl FlowRunner {
             .or_else(|| {
                 error
                     .downcast_ref::<super::Fenced>()
+                    .map(ToString::to_string)
+            })
+            .or_else(|| {
+                error
+                    .downcast_ref::<super::LostHalt>()
                     .map(ToString::to_string)
             });
         let state = match halt {

@@ -184,7 +184,9 @@ impl Run<'_> {
             slot.committed = Some(next);
             debug!(flow = %self.name, "{}[{}] resumes at offset {next} (transactions: {txn:?}, group: {group:?})", slot.topic, slot.partition);
         }
-        Ok(())
+        // Nothing past the positions is visible to read_committed readers: all of a gap below
+        // the log start is lost.
+        self.check_log_start(added, &HashMap::new())
     }
 
     /// Ends the open transaction: waits for every record to be acknowledged, writes the source

@@ -19,7 +19,7 @@ use refract_telemetry::Metrics;
 use crate::chain::Halt;
 use crate::checkpoint::CheckpointRunner;
 use crate::flow::{lock, FlowBoard, FlowContext, FlowRunner, PluginSet, ThrottleLimits};
-use crate::Fenced;
+use crate::{Fenced, LostHalt};
 
 use super::{Backoff, TaskId};
 
@@ -377,6 +377,10 @@ pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
                 }
                 if let Some(fenced) = e.downcast_ref::<Fenced>() {
                     error!(flow = %name, "{fenced}");
+                    return;
+                }
+                if let Some(lost) = e.downcast_ref::<LostHalt>() {
+                    error!(flow = %name, "{lost}");
                     return;
                 }
                 if stop.load(Ordering::Relaxed) {
