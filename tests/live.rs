@@ -241,6 +241,17 @@ fn a_throttled_flow_keeps_its_rate_and_a_reload_raises_it() {
         throttled >= 5_000
     });
     assert!(throttled <= 60_000, "{throttled} ms");
+    // And in the metric, in seconds (it is at least what /status showed a moment ago).
+    let seconds = series(
+        &http(&addr, "GET", "/metrics").1,
+        "refract_throttled_seconds_total",
+        &[("flow", "a->b")],
+    )
+    .unwrap_or(0.0);
+    assert!(
+        seconds * 1000.0 >= throttled as f64 - 1.0 && seconds <= 60.0,
+        "refract_throttled_seconds_total {seconds} against {throttled} ms in /status"
+    );
 }
 
 /// Edits the pipeline while it runs: one flow unchanged, one with a new topic list, one removed,

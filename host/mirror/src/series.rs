@@ -11,7 +11,7 @@
 //! the flow's once-per-flow duties. A process registers them only for flows it runs in cluster
 //! mode, so without cluster mode they are not exported at all.
 
-use refract_telemetry::{Counter, Gauge, Histogram, Metrics, MetricsError, Stat};
+use refract_telemetry::{Counter, Gauge, Histogram, Metrics, MetricsError, SecondsCounter, Stat};
 
 /// Metric names and shared constants.
 pub mod names {
@@ -61,6 +61,8 @@ pub mod names {
     /// Records not mirrored because their provenance header shows they came from the target,
     /// per flow.
     pub const RECORDS_LOOPED_TOTAL: &str = "refract_records_looped_total";
+    /// Time the flow's record threads waited to keep to its throttle, per flow.
+    pub const THROTTLED_SECONDS_TOTAL: &str = "refract_throttled_seconds_total";
     /// Transactions of an exactly-once flow, per flow and result (`committed`, `aborted`).
     pub const TRANSACTIONS_TOTAL: &str = "refract_transactions_total";
     /// Duration of an exactly-once flow's transactions, begin to commit, per flow.
@@ -113,6 +115,7 @@ pub mod names {
         RECORDS_SKIPPED_TOTAL,
         RECORDS_DROPPED_TOTAL,
         RECORDS_LOOPED_TOTAL,
+        THROTTLED_SECONDS_TOTAL,
         TRANSACTIONS_TOTAL,
         TRANSACTION_DURATION_SECONDS,
         RELOADS_TOTAL,
@@ -167,6 +170,7 @@ const SKIPPED_HELP: &str =
 const DROPPED_HELP: &str = "Deprecated: the same count as refract_records_skipped_total (records).";
 const SENT_HELP: &str = "Records handed to the target producer: mirrored records and transform outputs, not dead letters (records).";
 const FILTERED_HELP: &str = "Records a filter or transform dropped on purpose (records).";
+const THROTTLED_HELP: &str = "Time the flow's record threads waited to keep to max_bytes_per_second and max_records_per_second, summed over its tasks (seconds).";
 const LOOPED_HELP: &str = "Records not mirrored because their refract.provenance header shows they came from the target cluster (records).";
 const TRANSACTIONS_HELP: &str = "Transactions of an exactly-once flow by result: committed (its records and source positions are visible to read_committed consumers) or aborted (its records are sent again from the last committed position) (transactions).";
 const TRANSACTION_DURATION_HELP: &str =
@@ -209,6 +213,8 @@ pub struct FlowMetrics {
     /// deprecated `refract_records_dropped_total`.
     records: [Counter; 5],
     records_dropped: Counter,
+    /// Time waited for the throttle.
+    pub throttled: SecondsCounter,
     /// Committed and aborted transactions (exactly-once flows).
     transactions: [Counter; 2],
     /// Duration of committed transactions.
@@ -541,6 +547,7 @@ impl RefractSeries for Metrics {
                 self.counter(RECORDS_LOOPED_TOTAL, LOOPED_HELP, &labels)?,
             ],
             records_dropped: self.counter(RECORDS_DROPPED_TOTAL, DROPPED_HELP, &labels)?,
+            throttled: self.seconds_counter(THROTTLED_SECONDS_TOTAL, THROTTLED_HELP, &labels)?,
             transactions: [
                 self.counter(
                     TRANSACTIONS_TOTAL,
@@ -838,9 +845,9 @@ mod tests {
         p.calls.inc();
         m.plugin("mask", "other").unwrap();
         m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
-        // 6 state + up + inflight + 5 record events + dropped + 2 transactions + 1 duration
-        // + 4 plugin series + degraded.
-        assert_eq!(m.remove_flow("a->b"), 22);
+        // 6 state + up + inflight + 5 record events + dropped + throttled + 2 transactions
+        // + 1 duration + 4 plugin series + degraded.
+        assert_eq!(m.remove_flow("a->b"), 23);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
     }
@@ -918,9 +925,9 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         // remove_flow takes the cluster series with the flow's others, and only that flow's.
         m.flow("a->b").unwrap();
         m.cluster("c->d").unwrap().tasks.set_i64(1);
-        // 5 cluster series + 17 of the flow (6 state, up, inflight, 5 record events, dropped,
-        // 2 transactions, transaction duration).
-        assert_eq!(m.remove_flow("a->b"), 5 + 17);
+        // 5 cluster series + 18 of the flow (6 state, up, inflight, 5 record events, dropped,
+        // throttled, 2 transactions, transaction duration).
+        assert_eq!(m.remove_flow("a->b"), 5 + 18);
         assert_eq!(m.remove_flow("a->b"), 0);
         let text = m.render();
         assert!(!text.contains("a->b"), "{text}");
@@ -1049,6 +1056,7 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         flow.transaction_duration.observe(0.03);
         flow.transaction_duration
             .observe_duration(std::time::Duration::from_millis(1200));
+        flow.throttled.add(std::time::Duration::from_millis(1250));
 
         let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
         let p1 = m.source_partition("a", "b", "a.orders", 1).unwrap();
@@ -1145,10 +1153,10 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         m.records_lost("s", "t", "s.x", 0).unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
-        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 11 flow (inflight, 5 record
-        // events, the deprecated dropped, transactions, transaction duration, up, state)
-        // + 4 plugin + reloads + 2 partition + 5 cluster + lost.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 11 + 4 + 1 + 2 + 5 + 1);
+        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 12 flow (inflight, 5 record
+        // events, the deprecated dropped, throttled, transactions, transaction duration, up,
+        // state) + 4 plugin + reloads + 2 partition + 5 cluster + lost.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 12 + 4 + 1 + 2 + 5 + 1);
         // Every name in `ALL` was registered.
         for name in ALL {
             assert!(

@@ -9,8 +9,8 @@ pub mod metrics;
 mod quiet;
 
 pub use metrics::{
-    Clock, Counter, Gauge, Histogram, ManualClock, Metrics, MetricsError, MonotonicClock, Stat,
-    StatBatch, StatSnapshot,
+    Clock, Counter, Gauge, Histogram, ManualClock, Metrics, MetricsError, MonotonicClock,
+    SecondsCounter, Stat, StatBatch, StatSnapshot,
 };
 
 use std::fmt;

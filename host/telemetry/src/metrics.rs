@@ -38,7 +38,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use prometheus::core::{Collector, Desc, MetricVec, MetricVecBuilder};
-use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{
+    CounterVec, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry,
+};
 
 mod clock;
 mod handles;
@@ -46,7 +48,7 @@ mod stat;
 mod stat_family;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use handles::{Counter, Gauge, Histogram};
+pub use handles::{Counter, Gauge, Histogram, SecondsCounter};
 pub use stat::{Stat, StatBatch, StatSnapshot, DEFAULT_STAT_WINDOW, STAT_SLOTS};
 
 use stat_family::StatFamily;
@@ -137,6 +139,7 @@ fn rejected(name: &str, e: prometheus::Error) -> MetricsError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Counter,
+    SecondsCounter,
     Gauge,
     Stat,
     Histogram,
@@ -146,6 +149,7 @@ impl Kind {
     fn describe(self) -> &'static str {
         match self {
             Kind::Counter => "counter",
+            Kind::SecondsCounter => "seconds counter",
             Kind::Gauge => "gauge",
             Kind::Stat => "stat",
             Kind::Histogram => "histogram",
@@ -157,6 +161,7 @@ impl Kind {
 #[derive(Clone)]
 enum Vecs {
     Counter(IntCounterVec),
+    SecondsCounter(CounterVec),
     Gauge(GaugeVec),
     Histogram(HistogramVec, Arc<[f64]>),
     Stat(StatFamily),
@@ -166,6 +171,7 @@ impl Vecs {
     fn kind(&self) -> Kind {
         match self {
             Vecs::Counter(_) => Kind::Counter,
+            Vecs::SecondsCounter(_) => Kind::SecondsCounter,
             Vecs::Gauge(_) => Kind::Gauge,
             Vecs::Histogram(..) => Kind::Histogram,
             Vecs::Stat(_) => Kind::Stat,
@@ -176,6 +182,7 @@ impl Vecs {
     fn collector(&self) -> Box<dyn Collector> {
         match self {
             Vecs::Counter(v) => Box::new(v.clone()),
+            Vecs::SecondsCounter(v) => Box::new(v.clone()),
             Vecs::Gauge(v) => Box::new(v.clone()),
             Vecs::Histogram(v, _) => Box::new(v.clone()),
             Vecs::Stat(s) => Box::new(s.clone()),
@@ -202,6 +209,7 @@ impl Family {
         }
         match &self.vecs {
             Vecs::Counter(v) => remove_from(v, &self.labels, &filter),
+            Vecs::SecondsCounter(v) => remove_from(v, &self.labels, &filter),
             Vecs::Gauge(v) => remove_from(v, &self.labels, &filter),
             Vecs::Histogram(v, _) => remove_from(v, &self.labels, &filter),
             Vecs::Stat(s) => s.remove_matching(&filter),
@@ -352,6 +360,23 @@ impl Metrics {
                 .map(Counter)
                 .map_err(|e| rejected(name, e)),
             (other, _) => Err(kind_conflict(name, other.kind(), Kind::Counter)),
+        }
+    }
+
+    /// Registers (or finds) a counter of time spent, in seconds (exposed as a counter whose
+    /// values are fractional).
+    pub fn seconds_counter(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<SecondsCounter, MetricsError> {
+        match self.family(name, help, Kind::SecondsCounter, None, labels)? {
+            (Vecs::SecondsCounter(v), values) => v
+                .get_metric_with_label_values(&values)
+                .map(SecondsCounter)
+                .map_err(|e| rejected(name, e)),
+            (other, _) => Err(kind_conflict(name, other.kind(), Kind::SecondsCounter)),
         }
     }
 
@@ -542,6 +567,7 @@ impl Metrics {
         let opts = Opts::new(name, help).const_labels(const_labels.clone());
         Ok(match kind {
             Kind::Counter => Vecs::Counter(IntCounterVec::new(opts, &labels)?),
+            Kind::SecondsCounter => Vecs::SecondsCounter(CounterVec::new(opts, &labels)?),
             Kind::Gauge => Vecs::Gauge(GaugeVec::new(opts, &labels)?),
             Kind::Histogram => {
                 let buckets = buckets.unwrap_or_default();

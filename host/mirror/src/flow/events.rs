@@ -20,6 +20,9 @@ impl FlowRunner {
     pub(super) fn add_throttled(&self, waited: Duration) {
         if !waited.is_zero() {
             lock(&self.status).throttled_ms += waited.as_millis() as u64;
+            if let Some(m) = &self.flow_metrics {
+                m.throttled.add(waited);
+            }
         }
     }
 

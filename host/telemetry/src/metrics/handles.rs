@@ -27,6 +27,22 @@ impl Counter {
     }
 }
 
+/// Handle to a counter of time spent, exposed in seconds.
+#[derive(Debug, Clone)]
+pub struct SecondsCounter(pub(super) prometheus::Counter);
+
+impl SecondsCounter {
+    /// Adds `d`.
+    pub fn add(&self, d: Duration) {
+        self.0.inc_by(d.as_secs_f64());
+    }
+
+    /// Current value, in seconds.
+    pub fn get(&self) -> f64 {
+        self.0.get()
+    }
+}
+
 /// Handle to a gauge series: an `f64` that can be set or moved either way.
 ///
 /// Integers are stored as `f64`, exact up to 2^53.
