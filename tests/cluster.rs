@@ -610,3 +610,111 @@ fn a_process_without_a_task_stands_by_healthy_and_takes_over() {
     }
     println!("standby took over: {produced} records, none lost");
 }
+
+/// Two `refract run` processes on one pipeline without `[cluster]`: the second finds the first
+/// in the flow's solo group and waits on standby (named in its log, `/status` and
+/// `check --connect`) while the first mirrors; when the first stops, the second takes over from
+/// its commits. The target holds every source record exactly once.
+#[test]
+fn a_second_process_without_cluster_waits_for_the_first_and_takes_over() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("solo");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 4);
+    let producing = Producing::start(&a, &topic, 4);
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(
+            &[("a", &a), ("b", &b)],
+            &format!(
+                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\n\
+                 refresh_topics_interval = \"2s\"\ncommit_interval = \"1s\"\n\
+                 replication_factor = 1\ninternal_replication_factor = 1\n\
+                 emit_checkpoints = false\n"
+            )
+        )
+    );
+    let mut first = Process::start(&text, "first");
+    let first_pid = first.refract.pid().expect("first runs");
+    first.refract.wait("the first process to mirror", || {
+        b.topics().contains_key(&remote) && b.counts(&remote).iter().sum::<i64>() > 0
+    });
+    first
+        .refract
+        .wait("the first process in the solo group", || {
+            first
+                .refract
+                .log()
+                .contains("joined group refract-a-b-solo-")
+        });
+
+    let second = Process::start(&text, "second");
+    second.refract.wait("the second process on standby", || {
+        second
+            .flow()
+            .is_some_and(|f| f["state"] == "standby" && f["held_elsewhere"].is_string())
+    });
+    let status = second.flow().expect("status");
+    let held = status["held_elsewhere"].as_str().unwrap_or_default();
+    assert!(
+        held.contains(&format!("-{first_pid} ")),
+        "names the first process (pid {first_pid}): {held}"
+    );
+    assert!(
+        second
+            .refract
+            .log()
+            .contains("runs this flow: this process waits on standby"),
+        "{}",
+        second.refract.log()
+    );
+    // check --connect names the process that runs the flow.
+    let out = Refract::output(&[
+        "check",
+        "--connect",
+        second.refract.pipeline.to_str().expect("utf-8 path"),
+    ]);
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.lines()
+            .any(|l| l.contains("run now by refract process")
+                && l.contains(&format!("-{first_pid} "))),
+        "{out}"
+    );
+    // The first keeps mirroring while the second waits and sends nothing.
+    let before = b.counts(&remote).iter().sum::<i64>();
+    first
+        .refract
+        .wait("the first process to go on mirroring", || {
+            b.counts(&remote).iter().sum::<i64>() > before + 200
+        });
+    let waiting = second.flow().expect("status");
+    assert_eq!(waiting["state"], "standby", "{waiting}");
+    assert_eq!(waiting["records_sent"], 0, "{waiting}");
+
+    // The first stops: the second takes over from its commits.
+    assert_eq!(first.refract.stop(), Some(0));
+    second.refract.wait("the second process to take over", || {
+        second.flow().is_some_and(|f| f["state"] == "running")
+            && second
+                .refract
+                .log()
+                .contains("no longer runs this flow: starting it here")
+    });
+    let produced = producing.finish();
+    let want = a.read_all(&topic);
+    second.refract.wait("every record on b", || {
+        b.counts(&remote).iter().sum::<i64>() >= produced as i64
+    });
+    assert_eq!(
+        b.read_all(&remote),
+        want,
+        "each source record once, in order, although two processes ran the pipeline"
+    );
+    let sent = second.flow().expect("status")["records_sent"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(sent > 0, "the second process mirrored the rest");
+    println!("solo guard: {produced} records, each once; the second process mirrored {sent}");
+}

@@ -472,6 +472,17 @@ fn documented_minimal_acls_are_enough_to_mirror() {
         &a,
         &[
             "--operation",
+            "Read",
+            "--group",
+            "refract-a-b-solo-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    );
+    add(
+        &a,
+        &[
+            "--operation",
             "Create",
             "--operation",
             "Write",

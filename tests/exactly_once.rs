@@ -111,8 +111,10 @@ fn ten_sigkills_and_read_committed_sees_each_record_once() {
     );
 }
 
-/// A second process on the same flow fences the first, which stops that flow with an error
-/// naming the transactional id; the target still holds each record once.
+/// A zombie: the first process freezes (SIGSTOP) mid-stream, drops out of the flow's solo group,
+/// and a second process on the same pipeline takes over; when the first wakes up, the second has
+/// fenced it, and it stops that flow with an error naming the transactional id. The target
+/// still holds each record once.
 #[test]
 fn a_second_process_fences_the_first_and_each_record_lands_once() {
     let a = Broker::start("a");
@@ -126,7 +128,15 @@ fn a_second_process_fences_the_first_and_each_record_lands_once() {
     first.wait("mirroring under way", || {
         b.counts(&remote).iter().sum::<i64>() > 100
     });
+    // Frozen, the first process stops heartbeating; the second waits on standby until the group
+    // drops it (its session timeout), then takes over.
+    first.signal("STOP");
     let mut second = Refract::start(&text, &[]);
+    second.wait(
+        "the second process to take over from the frozen one",
+        || second.log().contains("joined group refract-a-b-solo-"),
+    );
+    first.signal("CONT");
     first.wait("the first process to report it was fenced", || {
         first
             .log()

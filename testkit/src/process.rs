@@ -174,6 +174,23 @@ impl<B: Build> RefractProcess<B> {
         self.child = Some(child);
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let sent = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .status()
+                .expect("kill");
+            assert!(sent.success(), "kill -{signal} {pid}");
+        }
+    }
+
     /// Kills the process with SIGKILL (no chance to flush or commit).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

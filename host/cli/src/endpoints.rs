@@ -129,6 +129,7 @@ pub fn status_json(mirror: &Mirror) -> Value {
                 "tasks": s.tasks,
                 "partitions": s.partitions,
                 "cluster": s.cluster.as_ref().map(cluster_json),
+                "held_elsewhere": s.held_elsewhere,
             })
         })
         .collect();

@@ -203,6 +203,9 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
                 throttled_ms as f64 / 1000.0
             );
         }
+        if let Some(other) = flow["held_elsewhere"].as_str() {
+            println!("  STANDBY: {other}");
+        }
         if let Some(c) = flow["cluster"].as_object() {
             println!(
                 "  cluster: group {}  this process {} holds tasks {}{}  rebalances {}",

@@ -92,6 +92,32 @@ impl FlowId {
         format!("refract-{}-{}-cluster", self.source, self.target)
     }
 
+    /// The consumer group a process that runs the flow without `[cluster]` joins on the source,
+    /// so that a second process on the same flow sees it and waits:
+    /// `refract-<source>-<target>-solo-<selection>`, where `<selection>` is 8 hex digits of a
+    /// stable hash (FNV-1a, 32 bits) of the flow's topic selection (`topics` and
+    /// `topics_exclude`): two pipelines that mirror different topics between the same clusters
+    /// do not wait for each other.
+    pub fn solo_group(&self, include: &[String], exclude: &[String]) -> String {
+        let mut hash: u32 = 0x811c_9dc5;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u32::from(*b);
+                hash = hash.wrapping_mul(0x0100_0193);
+            }
+        };
+        for p in include {
+            eat(p.as_bytes());
+            eat(&[0]);
+        }
+        eat(&[1]);
+        for p in exclude {
+            eat(p.as_bytes());
+            eat(&[0]);
+        }
+        format!("refract-{}-{}-solo-{hash:08x}", self.source, self.target)
+    }
+
     /// The topic on the source whose partitions stand for a cluster-mode flow's tasks:
     /// `refract-tasks.<source>-<target>.internal`.
     pub fn tasks_topic(&self) -> String {
@@ -187,6 +213,16 @@ mod tests {
         assert_eq!(id.transactional_id(0, 1), "refract-a-b");
         assert_eq!(id.transactional_id(2, 3), "refract-a-b-2");
         assert_eq!(id.membership_group(), "refract-a-b-cluster");
+        let all = [".*".to_string()];
+        assert_eq!(id.solo_group(&all, &[]), "refract-a-b-solo-c953e796");
+        assert_ne!(
+            id.solo_group(&all, &[]),
+            id.solo_group(&["orders".to_string()], &[])
+        );
+        assert_ne!(
+            id.solo_group(&["x".to_string()], &[]),
+            id.solo_group(&[], &["x".to_string()])
+        );
         assert_eq!(id.tasks_topic(), "refract-tasks.a-b.internal");
         assert_eq!(id.groups_client(), "refract-a-b-groups");
         assert_eq!(id.checkpoints_client(), "refract-a-b-checkpoints");

@@ -587,7 +587,18 @@ fn start_flow(
     );
     let mut handles = Vec::new();
     match clustering {
-        None => tasks.start_all()?,
+        None => {
+            // One process per flow: it waits on standby while another runs the flow.
+            let member = tasks.clone();
+            let instance = membership::default_instance();
+            let thread_stop = stop.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("solo {name}"))
+                    .spawn(move || membership::run_solo(member, instance, thread_stop))
+                    .with_context(|| format!("starting flow {name}"))?,
+            );
+        }
         Some(c) => {
             let member = tasks.clone();
             let mode = c.mode.clone();

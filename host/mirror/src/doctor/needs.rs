@@ -283,6 +283,16 @@ pub(super) fn flow_needs(
             "ACL sync (CreateAcls)",
         ));
     }
+    if !clustered {
+        // One process per flow: it joins a group so that a second process waits for it.
+        on_source.push(need(
+            Resource::Group(crate::membership::solo_group(flow)),
+            &[RD_KAFKA_ACL_OPERATION_READ, RD_KAFKA_ACL_OPERATION_DESCRIBE],
+            false,
+            false,
+            "one process per flow: a second process waits for the first",
+        ));
+    }
     if clustered {
         // Cluster mode: the processes divide the flow's tasks in a group on the source, over a
         // topic with a partition per task.

@@ -175,9 +175,40 @@ pub fn check_connect(pipeline: &Pipeline, flows: &[PreparedFlow]) -> Result<Repo
             (None, None) => format!("flow {name}: can run"),
         };
         lines.push(line);
+        if pipeline.cluster.is_none() {
+            if let Some(Ok(session)) = sessions.get(&p.flow.source) {
+                lines.push(format!("  {}", running_now(session, &p.flow)));
+            }
+        }
     }
     Ok(Report {
         lines,
         all_flows_can_run: failed_flows.is_empty(),
     })
+}
+
+/// Who runs `flow` now, as its source's groups show (outside cluster mode a second process
+/// waits on standby for the first, see `membership::solo`).
+fn running_now(session: &Session, flow: &refract_config::Flow) -> String {
+    let group = crate::membership::solo_group(flow);
+    match crate::membership::others_running(
+        &session.conn.admin,
+        flow,
+        refract_config::names::CHECK_CLIENT,
+    ) {
+        Ok(others) if others.is_empty() => format!(
+            "no refract process runs it now (group {group}: a second process on this pipeline without [cluster] waits on standby for the first)"
+        ),
+        Ok(others) => format!(
+            "run now by {} (group {group}): a process started on this pipeline waits on standby until it stops",
+            others
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(e) => format!(
+            "cannot tell whether a refract process runs it now ({e}); a second process would then not wait for the first"
+        ),
+    }
 }

@@ -79,7 +79,7 @@ impl FlowBoard {
             .collect();
         let mut merged = lock(&self.shared).clone();
         merged.state = if tasks.is_empty() {
-            if self.clustered && merged.cluster.is_some() {
+            if (self.clustered && merged.cluster.is_some()) || merged.held_elsewhere.is_some() {
                 FlowState::Standby
             } else {
                 FlowState::Starting

@@ -97,6 +97,9 @@ pub struct FlowStatus {
     pub partitions: Vec<String>,
     /// Cluster mode: the flow's group, its members and what each holds.
     pub cluster: Option<super::ClusterView>,
+    /// Outside cluster mode: the other refract process that runs this flow, while this one
+    /// waits on standby for it to stop (see `membership::solo`).
+    pub held_elsewhere: Option<String>,
 }
 
 impl FlowStatus {
@@ -131,7 +134,8 @@ impl FlowStatus {
     }
 
     /// Whether the flow is running with nothing degraded, or on standby (cluster mode: this
-    /// process holds none of its tasks and is ready to take them over): what `/health` asks of
+    /// process holds none of its tasks and is ready to take them over; without it: another
+    /// process runs the flow and this one takes over when it stops): what `/health` asks of
     /// every flow.
     pub fn healthy(&self) -> bool {
         matches!(self.health(), FlowState::Running | FlowState::Standby)

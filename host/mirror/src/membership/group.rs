@@ -222,6 +222,18 @@ fn session(
     })?;
     let admin = Detached::new(admin);
     let positions = Detached::new(positions);
+    // A process running the flow without [cluster] mirrors all of it: wait for it to stop.
+    let solo = super::solo_group(flow);
+    if let Some(m) = describe_group_members(&admin, &solo, REQUEST_TIMEOUT)
+        .unwrap_or_default()
+        .first()
+    {
+        anyhow::bail!(
+            "refract process {} (from {}) runs this flow without [cluster] (group {solo}); this process joins once it stops",
+            refract_config::names::member_instance(&m.client_id).unwrap_or(&m.client_id),
+            m.host.trim_start_matches('/')
+        );
+    }
     prepare_topic(
         &positions,
         &admin,

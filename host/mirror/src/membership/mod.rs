@@ -10,12 +10,15 @@
 //! callback, before the group hands it to another process.
 
 mod group;
+mod solo;
 
 use std::time::Duration;
 
 use refract_config::Flow;
 
 pub(crate) use group::run as run_group;
+pub(crate) use solo::run as run_solo;
+pub use solo::{others_running, solo_group, OtherProcess};
 
 /// How often a process describes its flow's group for `/status`.
 const DESCRIBE_INTERVAL: Duration = Duration::from_secs(5);

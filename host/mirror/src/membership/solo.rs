@@ -1,0 +1,378 @@
+//! Without `[cluster]`, a flow runs whole in one process — and a second `refract run` on the
+//! same pipeline (a copy left running, a rollout that starts the new process before the old one
+//! stops) would mirror every record a second time. This module keeps that from happening
+//! without asking anything of the operator:
+//!
+//! - Before it starts the flow's tasks, the process describes the flow's *solo group* on the
+//!   source (`refract-<source>-<target>-solo-<selection>`, see
+//!   [`refract_config::FlowId::solo_group`]) and the cluster-mode group. A member there is
+//!   another process running the flow: this one stays on **standby** (the flow's state,
+//!   `/status` `held_elsewhere`, one `WARN` naming the other process) and looks again every
+//!   [`LOOK_EVERY`], starting as soon as the other one is gone (it leaves the group when it
+//!   stops; a crashed one drops out after [`SESSION_TIMEOUT`]).
+//! - A process that runs the flow joins the solo group so that the next one sees it. Kafka's
+//!   group protocol needs a topic to divide: the member subscribes to one of the flow's source
+//!   topics and pauses every partition it is given, so it reads nothing (librdkafka does not
+//!   join a group for a subscription that matches no topic).
+//! - Two processes that start within the same moment both find the group empty: once joined,
+//!   each sees the other, and the one with the greater client id steps back (drains, commits,
+//!   leaves, waits). Until then both may have mirrored the same records — at-least-once
+//!   duplicates of a few seconds, never a loss; exactly-once flows are fenced as before.
+//! - A member with this process's own client id (`refract-<host>-<pid>`: a container
+//!   restarted as pid 1) or naming a process of this host that no longer exists is what a
+//!   crash left behind, not another process: it is not waited for.
+//! - Without the permission to describe or join the group, the flow runs anyway, with one
+//!   `WARN` that a second process would not be noticed.
+//!
+//! Refusing to start (the other choice) would stop a rolling update, whose new process starts
+//! while the old one still runs: on standby it is healthy and takes over when the old one stops.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::KafkaError;
+use tracing::{debug, error, info, warn};
+
+use refract_config::names::member_client;
+use refract_config::{ClientRole, Flow};
+use refract_kafka::admin_ffi::{describe_group_members, GroupMember};
+use refract_kafka::clients::{client_config, Authenticated, REQUEST_TIMEOUT};
+
+use crate::flow::lock;
+use crate::series::FlowState;
+use crate::tasks::FlowTasks;
+
+use super::coordination_group;
+
+/// How often the group is described: while on standby, to take over; while running, to find a
+/// process that started at the same moment.
+pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// How long the group keeps a member that stopped answering (a crashed process): Kafka's
+/// smallest session timeout by default (`group.min.session.timeout.ms`).
+pub(crate) const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// The solo group of `flow`: see [`refract_config::FlowId::solo_group`].
+pub fn solo_group(flow: &Flow) -> String {
+    flow.id().solo_group(
+        flow.topics.include.patterns(),
+        flow.topics.exclude.patterns(),
+    )
+}
+
+/// Another process that runs a flow, as its group shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherProcess {
+    /// Its client id (`refract-<instance>`).
+    pub client_id: String,
+    /// The address it connects from, as the broker sees it.
+    pub host: String,
+    /// Whether it runs the flow in cluster mode (a member of the cluster-mode group).
+    pub clustered: bool,
+}
+
+impl std::fmt::Display for OtherProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let instance =
+            refract_config::names::member_instance(&self.client_id).unwrap_or(&self.client_id);
+        write!(
+            f,
+            "refract process {instance} (client id {}, from {}{})",
+            self.client_id,
+            self.host.trim_start_matches('/'),
+            if self.clustered {
+                ", in cluster mode"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// The processes other than the one with `own_client` that run `flow` now: members of its
+/// solo group and of its cluster-mode group, leftovers of a crash left out (see the module
+/// doc). No side effects.
+pub fn others_running<C: ClientContext>(
+    admin: &AdminClient<C>,
+    flow: &Flow,
+    own_client: &str,
+) -> Result<Vec<OtherProcess>, String> {
+    let mut found = Vec::new();
+    for (group, clustered) in [(solo_group(flow), false), (coordination_group(flow), true)] {
+        let members = describe_group_members(admin, &group, REQUEST_TIMEOUT)
+            .map_err(|e| format!("describing group {group}: {e}"))?;
+        found.extend(
+            members
+                .into_iter()
+                .filter(|m| clustered || !left_by_a_crash(m, own_client))
+                .map(|m| OtherProcess {
+                    client_id: m.client_id,
+                    host: m.host,
+                    clustered,
+                }),
+        );
+    }
+    found.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+    found.dedup();
+    Ok(found)
+}
+
+/// Whether `member` is what a crashed process of this host left in the group: it has this
+/// process's own client id (the same host name and process id: a restarted container), or it
+/// names a process id on this host that no longer runs.
+fn left_by_a_crash(member: &GroupMember, own_client: &str) -> bool {
+    if member.client_id == own_client {
+        return true;
+    }
+    let own_host = super::default_instance();
+    let Some((own_host, _)) = own_host.rsplit_once('-') else {
+        return false;
+    };
+    let Some(pid) = member
+        .client_id
+        .strip_prefix(&member_client(own_host))
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|pid| pid.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    let proc = std::path::Path::new("/proc");
+    proc.join("self").exists() && !proc.join(pid.to_string()).exists()
+}
+
+/// Runs `tasks` unless another process runs the flow (see the module doc) until `stop`; on
+/// stop, drains and commits the tasks, then leaves the group.
+pub(crate) fn run(tasks: Arc<FlowTasks>, instance: String, stop: Arc<AtomicBool>) {
+    let flow = tasks.flow();
+    let name = flow.name();
+    let own_client = member_client(&instance);
+    let admin: Option<Authenticated<AdminClient<DefaultClientContext>>> = match client_config(
+        tasks.source(),
+        ClientRole::Admin,
+        &own_client,
+        &[],
+        &[],
+    )
+    .create()
+    {
+        Ok(a) => Some(a),
+        Err(e) => {
+            warn!(flow = %name, "cannot tell whether another refract process runs this flow (creating an admin client for source cluster {}: {e}); running it here anyway", tasks.source().alias);
+            None
+        }
+    };
+    let mut guard = Guard {
+        tasks: &tasks,
+        name: &name,
+        own_client: &own_client,
+        member: None,
+        running: false,
+        said: None,
+        blind: false,
+        join_failed: false,
+    };
+    let mut next_look = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if Instant::now() >= next_look {
+            next_look = Instant::now() + LOOK_EVERY;
+            match admin.as_deref() {
+                Some(admin) => guard.look(admin),
+                None => guard.start(),
+            }
+        }
+        guard.serve();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if guard.running {
+        tasks.stop_all(false);
+    }
+    guard.leave();
+}
+
+/// One process's side of the solo group (see [`run`]).
+struct Guard<'a> {
+    tasks: &'a Arc<FlowTasks>,
+    name: &'a str,
+    own_client: &'a str,
+    /// The solo group's member, while this process runs the flow and could join.
+    member: Option<Authenticated<BaseConsumer<PauseAll>>>,
+    running: bool,
+    /// The other process last named on standby (said once per process).
+    said: Option<String>,
+    /// The group could not be described: said once, looked at again quietly.
+    blind: bool,
+    /// Joining the group failed (said once; not tried again).
+    join_failed: bool,
+}
+
+impl Guard<'_> {
+    /// Describes the groups and starts, waits or steps back.
+    fn look(&mut self, admin: &AdminClient<DefaultClientContext>) {
+        let others = match others_running(admin, self.tasks.flow(), self.own_client) {
+            Ok(o) => {
+                self.blind = false;
+                o
+            }
+            Err(e) => {
+                if !self.blind {
+                    self.blind = true;
+                    warn!(flow = %self.name, "cannot tell whether another refract process runs this flow ({e}); running it here anyway: a second process on the same pipeline would mirror every record again (grant Describe and Read on the group, see check --connect)");
+                }
+                self.start();
+                return;
+            }
+        };
+        // A halted flow (fenced by a newer process, a processor that stopped it) does not hold
+        // the flow: it leaves the group so that another process can take over.
+        let halted = self.running && self.tasks.board().status().state == FlowState::Halted;
+        if halted {
+            if self.member.is_some() {
+                info!(flow = %self.name, "the flow halted: leaving group {} so that another process can run it", solo_group(self.tasks.flow()));
+                self.leave();
+            }
+            return;
+        }
+        match (self.running, others.first()) {
+            (false, None) => self.start(),
+            (false, Some(other)) => self.stand_by(other),
+            // Started at the same moment: the smaller client id keeps the flow. Not in the group
+            // (it halted and left): the other took over.
+            (true, Some(other))
+                if other.clustered
+                    || self.member.is_none()
+                    || other.client_id.as_str() < self.own_client =>
+            {
+                error!(flow = %self.name, "{other} runs this flow too (both started at the same moment, or it took over while this process was halted or did not answer); this process steps back: it drains, commits and waits on standby (records of the last seconds may have been mirrored by both)");
+                self.tasks.stop_all(true);
+                self.running = false;
+                self.leave();
+                self.stand_by(other);
+            }
+            (true, _) => self.join_once(),
+        }
+    }
+
+    /// Runs the flow's tasks here and joins the solo group.
+    fn start(&mut self) {
+        if !self.running {
+            if let Some(other) = self.said.take() {
+                info!(flow = %self.name, "{other} no longer runs this flow: starting it here");
+            }
+            lock(self.tasks.board().shared()).held_elsewhere = None;
+            if let Err(e) = self.tasks.start_all() {
+                error!(flow = %self.name, "cannot start the flow's tasks: {e:#}");
+                return;
+            }
+            self.running = true;
+            self.tasks.board().publish_state();
+        }
+        self.join_once();
+    }
+
+    /// Joins the solo group unless this process is in it or could not join before (once the
+    /// flow mirrors a topic: the group needs one to divide).
+    fn join_once(&mut self) {
+        if self.member.is_some() || self.join_failed {
+            return;
+        }
+        let status = self.tasks.board().status();
+        let Some(topic) = status.routes.keys().next() else {
+            return;
+        };
+        match self.join(topic) {
+            Ok(member) => self.member = Some(member),
+            Err(e) => {
+                self.join_failed = true;
+                warn!(flow = %self.name, "cannot join group {} on source cluster {} to show that this process runs the flow ({e:#}); a second process on the same pipeline would not notice it", solo_group(self.tasks.flow()), self.tasks.source().alias);
+            }
+        }
+    }
+
+    /// Waits for `other`, saying so once per process.
+    fn stand_by(&mut self, other: &OtherProcess) {
+        let text = other.to_string();
+        if self.said.as_deref() != Some(text.as_str()) {
+            warn!(flow = %self.name, "{text} runs this flow: this process waits on standby and takes over when it stops (a second process without [cluster] would mirror every record again; to share a flow's work, run every process with [cluster])");
+            self.said = Some(text.clone());
+        }
+        lock(self.tasks.board().shared()).held_elsewhere = Some(format!(
+            "{text} runs this flow; this process takes over when it stops"
+        ));
+        self.tasks.board().publish_state();
+    }
+
+    /// A member of the solo group, subscribed to `topic` (one of the flow's source topics) with
+    /// every partition it is given paused: it only shows that this process runs the flow.
+    fn join(&self, topic: &str) -> Result<Authenticated<BaseConsumer<PauseAll>>> {
+        let flow = self.tasks.flow();
+        let group = solo_group(flow);
+        let session_ms = SESSION_TIMEOUT.as_millis().to_string();
+        let heartbeat_ms = (SESSION_TIMEOUT / 3).as_millis().to_string();
+        let consumer: Authenticated<BaseConsumer<PauseAll>> = client_config(
+            self.tasks.source(),
+            ClientRole::Consumer,
+            self.own_client,
+            &[],
+            &[
+                ("group.id", group.as_str()),
+                ("session.timeout.ms", session_ms.as_str()),
+                ("heartbeat.interval.ms", heartbeat_ms.as_str()),
+                // The thread polls every 200 ms; nothing is read.
+                ("max.poll.interval.ms", "86400000"),
+                ("enable.auto.commit", "false"),
+                ("enable.auto.offset.store", "false"),
+                // Paused at once: whatever a fetch starts with is small and at the end.
+                ("auto.offset.reset", "latest"),
+                ("max.partition.fetch.bytes", "1024"),
+                ("queued.max.messages.kbytes", "1"),
+            ],
+        )
+        .create_with_context(PauseAll)?;
+        consumer.subscribe(&[topic])?;
+        info!(flow = %self.name, "joined group {group} on source cluster {} (a second process on this pipeline waits for this one)", self.tasks.source().alias);
+        Ok(consumer)
+    }
+
+    /// Serves the group membership (heartbeats run in librdkafka; this keeps its queue
+    /// drained).
+    fn serve(&mut self) {
+        let Some(member) = &self.member else {
+            return;
+        };
+        match member.poll(Duration::ZERO) {
+            None | Some(Ok(_)) => {}
+            Some(Err(KafkaError::MessageConsumption(code))) => {
+                debug!(flow = %self.name, "solo group: {code}")
+            }
+            Some(Err(e)) => debug!(flow = %self.name, "solo group: {e}"),
+        }
+    }
+
+    /// Leaves the solo group (librdkafka sends LeaveGroup on close).
+    fn leave(&mut self) {
+        if let Some(member) = self.member.take() {
+            member.unsubscribe();
+            drop(member);
+        }
+    }
+}
+
+/// The solo group member's context: every partition the group gives it is paused at once.
+struct PauseAll;
+
+impl ClientContext for PauseAll {}
+
+impl ConsumerContext for PauseAll {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            if let Err(e) = consumer.pause(tpl) {
+                debug!("solo group: pausing {} partitions: {e}", tpl.count());
+            }
+        }
+    }
+}
