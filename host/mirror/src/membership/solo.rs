@@ -219,7 +219,12 @@ impl Guard<'_> {
                 o
             }
             Err(e) => {
-                if !self.blind {
+                if !self.blind && e.contains("not supported by broker") {
+                    // A broker without DescribeGroups (librdkafka's mock cluster): nothing to
+                    // warn an operator about.
+                    self.blind = true;
+                    info!(flow = %self.name, "the source cluster cannot describe groups ({e}): a second process on this pipeline would not be noticed");
+                } else if !self.blind {
                     self.blind = true;
                     warn!(flow = %self.name, "cannot tell whether another refract process runs this flow ({e}); running it here anyway: a second process on the same pipeline would mirror every record again (grant Describe and Read on the group, see check --connect)");
                 }
