@@ -197,10 +197,10 @@ fn running_now(session: &Session, flow: &refract_config::Flow) -> String {
         refract_config::names::CHECK_CLIENT,
     ) {
         Ok(others) if others.is_empty() => format!(
-            "no refract process runs it now (group {group}: a second process on this pipeline without [cluster] waits on standby for the first)"
+            "running: no refract process runs it now (group {group}: a second process on this pipeline without [cluster] waits on standby for the first)"
         ),
         Ok(others) => format!(
-            "run now by {} (group {group}): a process started on this pipeline waits on standby until it stops",
+            "running: run now by {} (group {group}): a process started on this pipeline waits on standby until it stops",
             others
                 .iter()
                 .map(ToString::to_string)
@@ -208,7 +208,7 @@ fn running_now(session: &Session, flow: &refract_config::Flow) -> String {
                 .join(", ")
         ),
         Err(e) => format!(
-            "cannot tell whether a refract process runs it now ({e}); a second process would then not wait for the first"
+            "running: cannot tell whether a refract process runs it now ({e}); a second process would then not wait for the first"
         ),
     }
 }

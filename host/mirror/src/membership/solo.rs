@@ -53,6 +53,12 @@ use super::coordination_group;
 /// process that started at the same moment.
 pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(2);
 
+/// How long after it started the flow a process keeps looking every [`LOOK_EVERY`].
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// How often a process that runs the flow looks once settled (a zombie that comes back).
+const LOOK_SETTLED: Duration = Duration::from_secs(10);
+
 /// How long the group keeps a member that stopped answering (a crashed process): Kafka's
 /// smallest session timeout by default (`group.min.session.timeout.ms`).
 pub(crate) const SESSION_TIMEOUT: Duration = Duration::from_secs(6);
@@ -175,11 +181,15 @@ pub(crate) fn run(tasks: Arc<FlowTasks>, instance: String, stop: Arc<AtomicBool>
         said: None,
         blind: false,
         join_failed: false,
+        since: Instant::now(),
     };
     let mut next_look = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if Instant::now() >= next_look {
-            next_look = Instant::now() + LOOK_EVERY;
+            // Often while waiting or just started (two processes starting together), then
+            // seldom: a process that appears later saw this one and waits.
+            let settled = guard.running && guard.member.is_some() && guard.since.elapsed() > SETTLE;
+            next_look = Instant::now() + if settled { LOOK_SETTLED } else { LOOK_EVERY };
             match admin.as_deref() {
                 Some(admin) => guard.look(admin),
                 None => guard.start(),
@@ -208,6 +218,8 @@ struct Guard<'a> {
     blind: bool,
     /// Joining the group failed (said once; not tried again).
     join_failed: bool,
+    /// When this process last started the flow.
+    since: Instant,
 }
 
 impl Guard<'_> {
@@ -217,6 +229,11 @@ impl Guard<'_> {
             Ok(o) => {
                 self.blind = false;
                 o
+            }
+            // Running already: the flow's cluster watch reports a source that does not answer.
+            Err(e) if self.running => {
+                debug!(flow = %self.name, "solo group: {e}");
+                return;
             }
             Err(e) => {
                 if !self.blind && e.contains("not supported by broker") {
@@ -274,6 +291,7 @@ impl Guard<'_> {
                 return;
             }
             self.running = true;
+            self.since = Instant::now();
             self.tasks.board().publish_state();
         }
         self.join_once();
