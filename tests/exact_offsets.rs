@@ -803,3 +803,188 @@ fn read_keys(broker: &Broker, topic: &str) -> Vec<Vec<u8>> {
         })
         .unwrap_or_default()
 }
+
+/// The scenario: 100 records mirrored, the source topic deleted and created again
+/// (1 partition), 10 records produced to it. The flow finds the new topic id within a discovery
+/// (`refresh_topics_interval = "1s"` here), stops that topic and says what to do; nothing of the new
+/// topic reaches the remote topic. Asked to (`on_recreated_topic = "rewind"`, a reload), it
+/// mirrors the new topic from its beginning after the old one — the restarted flow recognises
+/// the recreated topic by the id its last commit recorded — and a group at offset 5 of the new
+/// topic translates to the copy of that record.
+#[test]
+fn a_recreated_source_topic_is_stopped_then_rewound_on_request() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let topic = unique("recreated");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 1);
+    let old = sample_records(&format!("{topic}-old"), 1, 100);
+    a.produce(&topic, &old);
+    let text = |on: &str| {
+        format!(
+            "{METRICS}{}",
+            pipeline(
+                &[("a", a), ("b", b)],
+                &flow(
+                    "a",
+                    "b",
+                    &format!(
+                        "topics = [\"{topic}\"]\noffset_translation = \"exact\"\non_recreated_topic = \"{on}\""
+                    ),
+                ),
+            )
+        )
+    };
+    let refract = Refract::start(&text("stop"), &[]);
+    refract.wait("the old topic mirrored and committed", || {
+        b.counts(&remote) == [100] && b.group_offsets("refract-a-b", &remote, 1) == [Some(100)]
+    });
+
+    let deleted = std::time::Instant::now();
+    a.recreate_topic(&topic, 1);
+    let recreated = deleted.elapsed();
+    let new = sample_records(&format!("{topic}-new"), 1, 10);
+    a.produce(&topic, &new);
+    let found =
+        format!("source topic {topic} on cluster a was deleted and created again (topic id ");
+    refract.wait("the recreated topic reported", || {
+        refract.log_count(&found) == 1
+    });
+    eprintln!(
+        "recreated topic found {:?} after its deletion (deleted and created again in {recreated:?})",
+        deleted.elapsed()
+    );
+    let addr = refract.metrics_addr();
+    let status = status_of(&addr);
+    let degraded = &status["flows"][0]["degraded"][0];
+    assert_eq!(degraded["reason"], "recreated", "{status}");
+    assert_eq!(degraded["topic"], topic.as_str(), "{status}");
+    assert_eq!(degraded["partition"], 0, "{status}");
+    let error = degraded["error"].as_str().expect("an error");
+    assert!(
+        error.contains("set on_recreated_topic = \"rewind\" and reload"),
+        "{error}"
+    );
+    let out = Refract::output(&[
+        "status",
+        "--config",
+        refract.pipeline.to_str().expect("path"),
+        "--addr",
+        &addr,
+    ]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{printed}");
+    assert!(
+        printed.contains(&format!("DEGRADED {topic}[0] recreated")),
+        "{printed}"
+    );
+    // The flow saw the new topic (the report above); none of its records were mirrored.
+    let old_keys: Vec<Vec<u8>> = old
+        .iter()
+        .map(|r| r.key.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        read_keys(b, &remote),
+        old_keys,
+        "nothing of the new topic mixed in"
+    );
+
+    // Rewind on request: the new topic follows the old one in the remote topic.
+    std::fs::write(&refract.pipeline, text("rewind")).expect("edit the pipeline");
+    let mut want = old_keys.clone();
+    want.extend(new.iter().map(|r| r.key.clone().unwrap_or_default()));
+    refract.wait("the new topic mirrored after the old one", || {
+        read_keys(b, &remote) == want
+    });
+    assert_eq!(
+        refract.log_count(&format!(
+            "mirroring {topic} again from its beginning into {remote} on cluster b (on_recreated_topic = \"rewind\")"
+        )),
+        1,
+        "{}",
+        refract.log()
+    );
+    let group = unique("recreated-group");
+    a.commit_group(&group, &topic, &[(0, 5)]);
+    wait_exact(&refract, &group, "a", "b", &remote, &[(0, 105)]);
+}
+
+/// A remote topic deleted on the target while the flow runs: the flow stops mirroring into it
+/// and does not create it again (another topic of the flow created and mirrored later shows
+/// that discovery went on). Asked to rewind (a reload), the restarted flow recognises the
+/// remote topic it creates as new by the id its last source commit recorded, and mirrors the
+/// source topic into it again from its beginning.
+#[test]
+fn a_deleted_remote_topic_is_stopped_then_mirrored_again_on_request() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let prefix = unique("gone");
+    let (one, two) = (format!("{prefix}-one"), format!("{prefix}-two"));
+    let (remote_one, remote_two) = (format!("a.{one}"), format!("a.{two}"));
+    a.create_topic(&one, 1);
+    let records = sample_records(&one, 1, 60);
+    a.produce(&one, &records[..50]);
+    let text = |on: &str| {
+        format!(
+            "{METRICS}{}",
+            pipeline(
+                &[("a", a), ("b", b)],
+                &flow(
+                    "a",
+                    "b",
+                    &format!("topics = [\"{prefix}-.*\"]\non_recreated_topic = \"{on}\""),
+                ),
+            )
+        )
+    };
+    let refract = Refract::start(&text("stop"), &[]);
+    // Mirrored, and committed with the remote topic's id (known from the discovery after it
+    // was created).
+    refract.wait(
+        "the topic mirrored and its remote topic's id committed",
+        || {
+            b.counts(&remote_one) == [50]
+                && a.committed_metadata("refract-a-b", &one, 0)
+                    .is_some_and(|m| !m.ends_with("remote=-"))
+        },
+    );
+
+    b.delete_topic(&remote_one);
+    let gone = format!("remote topic {remote_one} on cluster b (topic id ");
+    refract.wait("the deleted remote topic reported", || {
+        refract.log_count(&gone) == 1
+    });
+    a.produce(&one, &records[50..]);
+    a.create_topic(&two, 1);
+    a.produce(&two, &sample_records(&two, 1, 5));
+    refract.wait("a later topic created and mirrored", || {
+        b.counts(&remote_two) == [5]
+    });
+    assert!(
+        !b.topics().contains_key(&remote_one),
+        "the deleted remote topic is not created again while stopped"
+    );
+    let status = status_of(&refract.metrics_addr());
+    let degraded = &status["flows"][0]["degraded"][0];
+    assert_eq!(degraded["reason"], "recreated", "{status}");
+    assert_eq!(degraded["topic"], one.as_str(), "{status}");
+
+    // Rewind on request: the whole source topic goes into the new remote topic.
+    std::fs::write(&refract.pipeline, text("rewind")).expect("edit the pipeline");
+    let want: Vec<Vec<u8>> = records
+        .iter()
+        .map(|r| r.key.clone().unwrap_or_default())
+        .collect();
+    refract.wait(
+        "the source topic mirrored again into a new remote topic",
+        || read_keys(b, &remote_one) == want,
+    );
+    assert_eq!(
+        refract.log_count(&format!(
+            "mirroring {one} again from its beginning into {remote_one} on cluster b (on_recreated_topic = \"rewind\")"
+        )),
+        1,
+        "{}",
+        refract.log()
+    );
+}

@@ -51,6 +51,8 @@ pub mod defaults {
     pub const DELIVERY: super::DeliveryMode = super::DeliveryMode::AtLeastOnce;
     /// `on_lost_records`.
     pub const ON_LOST_RECORDS: super::OnLostRecords = super::OnLostRecords::Continue;
+    /// `on_recreated_topic`.
+    pub const ON_RECREATED_TOPIC: super::OnRecreatedTopic = super::OnRecreatedTopic::Stop;
     /// `tasks` (MM2's `tasks.max` is 1 by default too).
     pub const TASKS: u32 = 1;
     /// Most `tasks` a flow may have.
@@ -169,6 +171,42 @@ pub struct DeliverySettings {
     /// `on_lost_records`: what the flow does once it finds that the source deleted records it
     /// had not mirrored yet (they are reported either way).
     pub on_lost_records: OnLostRecords,
+    /// `on_recreated_topic`: what the flow does once it finds that a source topic, or the
+    /// remote topic it mirrors into, was deleted and created again (reported either way).
+    pub on_recreated_topic: OnRecreatedTopic,
+}
+
+/// `on_recreated_topic`: what a flow does when a topic it mirrors was deleted and created again
+/// under the same name (a new Kafka topic id), on the source or as the remote topic on the
+/// target, or when a partition's position is past its end (the log was truncated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnRecreatedTopic {
+    /// `"stop"` (default): stop mirroring that topic and report it; nothing of the new topic
+    /// is mixed into the remote topic. The rest of the flow goes on.
+    #[default]
+    Stop,
+    /// `"rewind"`: mirror the topic again from its beginning into the same remote topic (created
+    /// again if it was deleted); offset syncs mark the rewind, so checkpoints translate the new
+    /// topic's offsets.
+    Rewind,
+}
+
+impl OnRecreatedTopic {
+    /// The name used in the pipeline file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Rewind => "rewind",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "stop" => Some(Self::Stop),
+            "rewind" => Some(Self::Rewind),
+            _ => None,
+        }
+    }
 }
 
 /// `on_lost_records`: what a flow does when a partition's next position is below the source's

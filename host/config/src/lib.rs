@@ -24,8 +24,8 @@ pub use files::{read_config_file, MAX_PIPELINE_FILE_BYTES, MAX_SECRET_FILE_BYTES
 pub use flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
-    OffsetTranslation, OnError, OnLostRecords, PluginLimitSettings, PluginLocation, PluginSpec,
-    ProcessorSpec, Throttle,
+    OffsetTranslation, OnError, OnLostRecords, OnRecreatedTopic, PluginLimitSettings,
+    PluginLocation, PluginSpec, ProcessorSpec, Throttle,
 };
 pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{ClientRole, Cluster, ClusterMode, Endpoint, EndpointTls, Pipeline, ReloadAccess};

@@ -101,6 +101,7 @@ pub struct RawFlow {
     pub delivery: Option<Spanned<String>>,
     pub transaction_interval: Option<Spanned<String>>,
     pub on_lost_records: Option<Spanned<String>>,
+    pub on_recreated_topic: Option<Spanned<String>>,
     pub tasks: Option<Spanned<i64>>,
 }
 

@@ -3,6 +3,7 @@
 //! only without a time limit (a synchronous offset commit), made through librdkafka directly:
 //! one place owns the queue/options/event lifecycle.
 
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::time::Duration;
 
@@ -322,6 +323,59 @@ pub fn describe_topics<C: ClientContext>(
     topics: &[String],
     timeout: Duration,
 ) -> Result<Vec<TopicAccess>, String> {
+    // SAFETY (of the reader): `desc` is a live description of the result being read.
+    describe(admin, topics, timeout, true, |desc| unsafe {
+        let mut ops = 0usize;
+        let list = ffi::rd_kafka_TopicDescription_authorized_operations(desc, &mut ops);
+        TopicAccess {
+            name: text(ffi::rd_kafka_TopicDescription_name(desc)),
+            operations: operations(list, ops),
+            error: error_of(ffi::rd_kafka_TopicDescription_error(desc)),
+        }
+    })
+}
+
+/// A Kafka topic id (KIP-516) in its base64 form, as `kafka-topics --describe` prints it.
+pub type TopicId = String;
+
+/// The topic ids of those of `topics` that exist (a topic that does not, or that this
+/// principal may not describe, is left out; so is one whose broker has no topic ids). A topic
+/// deleted and created again under the same name gets a new id. No side effects.
+pub fn topic_ids<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topics: &[String],
+    timeout: Duration,
+) -> Result<HashMap<String, TopicId>, String> {
+    // SAFETY (of the reader): `desc` is a live description of the result being read; the id
+    // belongs to it and is copied out as text.
+    let described = describe(admin, topics, timeout, false, |desc| unsafe {
+        if error_of(ffi::rd_kafka_TopicDescription_error(desc)).is_some() {
+            return None;
+        }
+        let id = ffi::rd_kafka_TopicDescription_topic_id(desc);
+        if id.is_null()
+            || (ffi::rd_kafka_Uuid_most_significant_bits(id) == 0
+                && ffi::rd_kafka_Uuid_least_significant_bits(id) == 0)
+        {
+            return None;
+        }
+        Some((
+            text(ffi::rd_kafka_TopicDescription_name(desc)),
+            text(ffi::rd_kafka_Uuid_base64str(id)),
+        ))
+    })?;
+    Ok(described.into_iter().flatten().collect())
+}
+
+/// One DescribeTopics request for `topics` (with the principal's authorized operations when
+/// `with_operations`), each description read by `read_one` while the result is alive.
+fn describe<C: ClientContext, T>(
+    admin: &AdminClient<C>,
+    topics: &[String],
+    timeout: Duration,
+    with_operations: bool,
+    mut read_one: impl FnMut(*const ffi::rd_kafka_TopicDescription_t) -> T,
+) -> Result<Vec<T>, String> {
     if topics.is_empty() {
         return Ok(Vec::new());
     }
@@ -336,13 +390,16 @@ pub fn describe_topics<C: ClientContext>(
         timeout,
         // SAFETY: the names outlive the call; librdkafka copies the collection, destroyed here.
         |rk, options, queue| unsafe {
-            include_authorized_operations(options);
+            if with_operations {
+                include_authorized_operations(options);
+            }
             let collection =
                 ffi::rd_kafka_TopicCollection_of_topic_names(ptrs.as_mut_ptr(), ptrs.len());
             ffi::rd_kafka_DescribeTopics(rk, collection, options, queue);
             ffi::rd_kafka_TopicCollection_destroy(collection);
         },
-        // SAFETY: `event` is the live result event of this request; everything is copied out.
+        // SAFETY: `event` is the live result event of this request; `read_one` copies out what
+        // it needs from each description before the event is destroyed.
         |event| unsafe {
             event_error(event)?;
             let result = ffi::rd_kafka_event_DescribeTopics_result(event);
@@ -351,19 +408,7 @@ pub fn describe_topics<C: ClientContext>(
             }
             let mut count = 0usize;
             let list = ffi::rd_kafka_DescribeTopics_result_topics(result, &mut count);
-            let mut out = Vec::with_capacity(count);
-            for i in 0..count {
-                let desc = *list.add(i);
-                let mut ops = 0usize;
-                let list = ffi::rd_kafka_TopicDescription_authorized_operations(desc, &mut ops);
-                let error = error_of(ffi::rd_kafka_TopicDescription_error(desc));
-                out.push(TopicAccess {
-                    name: text(ffi::rd_kafka_TopicDescription_name(desc)),
-                    operations: operations(list, ops),
-                    error,
-                });
-            }
-            Ok(out)
+            Ok((0..count).map(|i| read_one(*list.add(i))).collect())
         },
     )
     .unwrap_or_else(|| Err(format!("DescribeTopics: no answer within {timeout:?}")))
@@ -489,52 +534,103 @@ pub struct GroupMember {
 
 /// The members of consumer `group` and what each is assigned (an empty list for a group with
 /// no members or none at all). No side effects.
+///
+/// This asks through librdkafka's `rd_kafka_list_groups` (ListGroups to every broker, then
+/// DescribeGroups to the group's coordinator), not the DescribeConsumerGroups admin call: that
+/// call's coordinator lookup aborts the process when a connection drops while it runs
+/// (librdkafka issue 4605, "rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0'
+/// failed"; measured in refract's source-outage test), and refract asks every few seconds, also
+/// while a cluster is down. `rd_kafka_list_groups` keeps its state to itself and discards late
+/// answers after its timeout. It does not report static membership ids (`instance_id` is
+/// `None`).
 pub fn describe_group_members<C: ClientContext>(
     admin: &AdminClient<C>,
     group: &str,
     timeout: Duration,
 ) -> Result<Vec<GroupMember>, String> {
-    let described =
-        describe_consumer_groups(admin, &[group.to_string()], false, timeout, |desc| {
-            // SAFETY: `desc` is a live description of the result being read; its members and
-            // their partition lists are read within their counts.
-            unsafe {
-                if let Some((_, why)) = error_of(ffi::rd_kafka_ConsumerGroupDescription_error(desc))
-                {
-                    return Err(why);
-                }
-                let mut members = Vec::new();
-                for m in 0..ffi::rd_kafka_ConsumerGroupDescription_member_count(desc) {
-                    let member = ffi::rd_kafka_ConsumerGroupDescription_member(desc, m);
-                    if member.is_null() {
-                        continue;
-                    }
-                    let mut assignment = Vec::new();
-                    let assigned = ffi::rd_kafka_MemberDescription_assignment(member);
-                    let tpl = if assigned.is_null() {
-                        std::ptr::null()
-                    } else {
-                        ffi::rd_kafka_MemberAssignment_partitions(assigned)
-                    };
-                    if !tpl.is_null() {
-                        for e in 0..usize::try_from((*tpl).cnt).unwrap_or(0) {
-                            let elem = &*(*tpl).elems.add(e);
-                            assignment.push((text(elem.topic), elem.partition));
-                        }
-                    }
-                    let instance = text(ffi::rd_kafka_MemberDescription_group_instance_id(member));
-                    members.push(GroupMember {
-                        member_id: text(ffi::rd_kafka_MemberDescription_consumer_id(member)),
-                        instance_id: (!instance.is_empty()).then_some(instance),
-                        client_id: text(ffi::rd_kafka_MemberDescription_client_id(member)),
-                        host: text(ffi::rd_kafka_MemberDescription_host(member)),
-                        assignment,
-                    });
-                }
-                Ok(members)
+    let rk = admin.inner().native_ptr();
+    let name = CString::new(group).map_err(|e| format!("{group}: {e}"))?;
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    let mut list: *const ffi::rd_kafka_group_list = std::ptr::null();
+    // SAFETY: `rk` is live for the call (`admin` is borrowed); the group list librdkafka returns
+    // is read within its counts and destroyed here; member byte arrays are copied out.
+    unsafe {
+        let err = ffi::rd_kafka_list_groups(rk, name.as_ptr(), &mut list, timeout_ms);
+        let partial = err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTIAL;
+        if err != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && !partial {
+            return Err(text(ffi::rd_kafka_err2str(err)));
+        }
+        if list.is_null() {
+            return Ok(Vec::new());
+        }
+        let mut out = Ok(Vec::new());
+        let groups = &*list;
+        for g in 0..usize::try_from(groups.group_cnt).unwrap_or(0) {
+            let info = &*groups.groups.add(g);
+            if text(info.group) != group {
+                continue;
             }
-        })?;
-    Ok(described.into_iter().flatten().collect())
+            if info.err != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                out = Err(text(ffi::rd_kafka_err2str(info.err)));
+                break;
+            }
+            let mut members = Vec::new();
+            for m in 0..usize::try_from(info.member_cnt).unwrap_or(0) {
+                let member = &*info.members.add(m);
+                let assignment = bytes(member.member_assignment, member.member_assignment_size);
+                members.push(GroupMember {
+                    member_id: text(member.member_id),
+                    instance_id: None,
+                    client_id: text(member.client_id),
+                    host: text(member.client_host),
+                    assignment: consumer_assignment(&assignment).unwrap_or_default(),
+                });
+            }
+            out = Ok(members);
+            break;
+        }
+        ffi::rd_kafka_group_list_destroy(list);
+        out
+    }
+}
+
+/// Copies `size` bytes at `p` (empty when null or not positive).
+///
+/// # Safety
+/// `p` is null or points to `size` readable bytes.
+unsafe fn bytes(p: *const std::ffi::c_void, size: std::ffi::c_int) -> Vec<u8> {
+    match usize::try_from(size) {
+        Ok(n) if n > 0 && !p.is_null() => std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// The (topic, partition) pairs of a consumer-protocol assignment (the bytes a member of a
+/// `consumer` group is assigned: version i16, then an array of topics, each a name and an array
+/// of partitions; user data after that is ignored). `None` when the bytes do not parse, which a
+/// member of another protocol may send.
+fn consumer_assignment(data: &[u8]) -> Option<Vec<(String, i32)>> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = data.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    if data.is_empty() {
+        return Some(Vec::new());
+    }
+    let _version = take(2)?;
+    let topics = i32::from_be_bytes(take(4)?.try_into().ok()?);
+    let mut out = Vec::new();
+    for _ in 0..topics.max(0) {
+        let len = i16::from_be_bytes(take(2)?.try_into().ok()?);
+        let topic = String::from_utf8_lossy(take(usize::try_from(len).ok()?)?).into_owned();
+        let partitions = i32::from_be_bytes(take(4)?.try_into().ok()?);
+        for _ in 0..partitions.max(0) {
+            out.push((topic.clone(), i32::from_be_bytes(take(4)?.try_into().ok()?)));
+        }
+    }
+    Some(out)
 }
 
 /// Copies a C string (empty when null).
@@ -556,6 +652,32 @@ mod tests {
     use rdkafka::Offset;
 
     use super::*;
+
+    #[test]
+    fn consumer_assignments_parse_and_bad_bytes_do_not() {
+        let mut data = vec![0, 1, 0, 0, 0, 2];
+        for (topic, partitions) in [("coord", vec![0i32, 3]), ("t", vec![7])] {
+            data.extend((topic.len() as i16).to_be_bytes());
+            data.extend(topic.as_bytes());
+            data.extend((partitions.len() as i32).to_be_bytes());
+            for p in partitions {
+                data.extend(p.to_be_bytes());
+            }
+        }
+        data.extend([0, 0, 0, 0]);
+        assert_eq!(
+            consumer_assignment(&data),
+            Some(vec![
+                ("coord".to_string(), 0),
+                ("coord".to_string(), 3),
+                ("t".to_string(), 7)
+            ])
+        );
+        assert_eq!(consumer_assignment(&[]), Some(vec![]));
+        assert_eq!(consumer_assignment(&data[..9]), None, "cut short");
+        // A topic count far beyond the bytes: stops at the end, no huge allocation.
+        assert_eq!(consumer_assignment(&[0, 1, 0x7f, 0xff, 0xff, 0xff]), None);
+    }
 
     /// With no coordinator to answer (nothing listens on the bootstrap port), a commit gives up
     /// after its timeout instead of blocking forever as rdkafka's synchronous commit does.

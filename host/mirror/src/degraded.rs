@@ -35,6 +35,10 @@ pub enum Reason {
     Produce,
     /// Any other read failure.
     Fetch,
+    /// The topic was deleted and created again (on the source, or its remote topic on the
+    /// target), or the partition's position is past its end: the partition is stopped, not
+    /// retried (see `flow::recreated`).
+    Recreated,
 }
 
 impl Reason {
@@ -48,6 +52,7 @@ impl Reason {
             Reason::Corrupt => "corrupt",
             Reason::Produce => "produce",
             Reason::Fetch => "fetch",
+            Reason::Recreated => "recreated",
         }
     }
 
@@ -140,6 +145,8 @@ pub enum Phase {
     Draining,
     /// Not read until the instant of its next retry.
     Waiting(Instant),
+    /// Not read again by this run of the flow (its topic was recreated): never retried.
+    Stopped,
 }
 
 /// One source partition's health: its degraded mark and its retry cycle.
@@ -224,6 +231,39 @@ impl PartitionHealth {
             }
         };
         Some(change)
+    }
+
+    /// Stops the partition for good in this run (`reason`, `error`, at `offset`): it keeps its
+    /// degraded mark and is never retried. `None` when it was stopped already.
+    pub fn stop(
+        &mut self,
+        reason: Reason,
+        error: String,
+        offset: Option<i64>,
+        now_ms: i64,
+    ) -> Option<Change> {
+        if self.phase == Phase::Stopped {
+            return None;
+        }
+        self.phase = Phase::Stopped;
+        let old = self.degraded.replace(Degraded {
+            reason,
+            error,
+            since_ms: now_ms,
+            retries: 0,
+            offset,
+            origin: Origin::Read,
+        });
+        Some(match old {
+            Some(d) if d.reason != reason => Change::ReasonChanged(d.reason),
+            Some(_) => Change::StillFailing,
+            None => Change::Degraded,
+        })
+    }
+
+    /// Whether it was stopped for good ([`PartitionHealth::stop`]).
+    pub fn stopped(&self) -> bool {
+        self.phase == Phase::Stopped
     }
 
     /// Its records in flight are all settled: wait for the next retry, the backoff doubling
@@ -407,6 +447,37 @@ mod tests {
             (Reason::Produce, 2, Some(42), 1_000)
         );
         assert_eq!(d.error, "produce at 42");
+    }
+
+    #[test]
+    fn a_stopped_partition_is_never_retried_nor_recovered() {
+        let t0 = Instant::now();
+        let mut h = PartitionHealth::default();
+        assert_eq!(
+            fail(&mut h, Reason::UnknownTopic, 7),
+            Some(Change::Degraded)
+        );
+        assert_eq!(
+            h.stop(Reason::Recreated, "recreated".into(), Some(100), 2_000),
+            Some(Change::ReasonChanged(Reason::UnknownTopic))
+        );
+        assert!(h.stopped() && !h.flowing());
+        assert_eq!(h.stop(Reason::Recreated, "again".into(), None, 3_000), None);
+        // Failures of records still in flight do not count, no retry comes due, and progress
+        // does not clear the mark.
+        assert_eq!(fail(&mut h, Reason::Produce, 101), None);
+        assert!(!h.retry_due(t0 + RETRY_MAX * 2));
+        assert_eq!(h.progressed(Some(200), true, t0 + RETRY_MAX), None);
+        let d = h.degraded().expect("degraded");
+        assert_eq!(
+            (d.reason, d.offset, d.error.as_str()),
+            (Reason::Recreated, Some(100), "recreated")
+        );
+        let mut fresh = PartitionHealth::default();
+        assert_eq!(
+            fresh.stop(Reason::Recreated, "past the end".into(), None, 1),
+            Some(Change::Degraded)
+        );
     }
 
     #[test]

@@ -51,6 +51,57 @@ impl Broker {
         self.wait_for_leaders(name, partitions);
     }
 
+    /// Deletes `topic` (the broker answers once the controller has it deleted).
+    pub fn delete_topic(&self, name: &str) {
+        let deleted =
+            futures_executor::block_on(self.admin().delete_topics(&[name], &AdminOptions::new()))
+                .expect("delete topics");
+        for r in deleted {
+            r.unwrap_or_else(|(t, e)| panic!("deleting {t} on {}: {e}", self.name));
+        }
+    }
+
+    /// The metadata `group` committed with its position on `topic`'s partition `partition`
+    /// (`None`: no position committed).
+    pub fn committed_metadata(&self, group: &str, topic: &str, partition: i32) -> Option<String> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, partition);
+        let got = self
+            .group_consumer(group)
+            .committed_offsets(tpl, Duration::from_secs(10))
+            .expect("committed offsets");
+        let elem = got.find_partition(topic, partition)?;
+        matches!(elem.offset(), Offset::Offset(_)).then(|| elem.metadata().to_string())
+    }
+
+    /// Deletes `topic` and creates it again with `partitions` partitions (what a "reset" of a
+    /// topic in a development cluster does): a new topic id, offsets from 0. Creating it is
+    /// retried while the broker still finishes the deletion.
+    pub fn recreate_topic(&self, name: &str, partitions: i32) {
+        self.delete_topic(name);
+        let admin = self.admin();
+        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let last = std::cell::RefCell::new(String::new());
+        wait_or_explain(
+            &format!("{name} to be created again on {}", self.name),
+            || {
+                let res =
+                    futures_executor::block_on(admin.create_topics([&topic], &AdminOptions::new()))
+                        .expect("create topics");
+                match res.into_iter().next() {
+                    Some(Ok(_)) => true,
+                    Some(Err((_, e))) => {
+                        *last.borrow_mut() = e.to_string();
+                        false
+                    }
+                    None => false,
+                }
+            },
+            || last.borrow().clone(),
+        );
+        self.wait_for_leaders(name, partitions);
+    }
+
     /// Waits until every partition of `topic` has a leader that answers ListOffsets: a topic
     /// the controller just created is in the metadata a moment before its partitions serve.
     pub fn wait_for_leaders(&self, topic: &str, partitions: i32) {

@@ -12,7 +12,7 @@ use crate::error::ConfigError;
 use crate::flow::{
     defaults, AclSyncSettings, CheckpointSettings, ConfigSyncSettings, DefaultsFrom, DeliveryMode,
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
-    OffsetTranslation, OnLostRecords, PluginSpec, Throttle,
+    OffsetTranslation, OnLostRecords, OnRecreatedTopic, PluginSpec, Throttle,
 };
 use crate::raw::RawFlow;
 use crate::rules::{BUILTIN_POLICIES, COMPRESSION_TYPES};
@@ -312,6 +312,22 @@ impl Builder<'_> {
                 )
             }
         };
+        let on_recreated_topic = match raw.on_recreated_topic {
+            None => defaults::ON_RECREATED_TOPIC,
+            Some(v) => match OnRecreatedTopic::parse(v.get_ref()) {
+                Some(o) => o,
+                None => {
+                    return self.err(
+                        v.span(),
+                        format!("{key}.on_recreated_topic"),
+                        format!(
+                            "unknown value `{}` (use \"stop\" or \"rewind\")",
+                            v.get_ref()
+                        ),
+                    )
+                }
+            },
+        };
         let on_lost_records = match raw.on_lost_records {
             None => defaults::ON_LOST_RECORDS,
             Some(v) => match OnLostRecords::parse(v.get_ref()) {
@@ -366,6 +382,7 @@ impl Builder<'_> {
                 compression,
                 dead_letter_topic,
                 on_lost_records,
+                on_recreated_topic,
             },
             checkpoints: CheckpointSettings {
                 enabled: emit_checkpoints,
@@ -601,9 +618,23 @@ mod tests {
         assert_eq!(f.delivery.on_lost_records, OnLostRecords::Halt);
         let e = parse("on_lost_records = \"skip\"").unwrap_err();
         assert_eq!(e.key, "flow[0].on_lost_records");
+        let f = parse("").unwrap().flows.remove(0);
+        assert_eq!(f.delivery.on_recreated_topic, OnRecreatedTopic::Stop);
+        let f = parse("on_recreated_topic = \"rewind\"")
+            .unwrap()
+            .flows
+            .remove(0);
+        assert_eq!(f.delivery.on_recreated_topic, OnRecreatedTopic::Rewind);
         assert!(
             e.message
                 .contains("unknown value `skip` (use \"continue\" or \"halt\")"),
+            "{e}"
+        );
+        let e = parse("on_recreated_topic = \"mix\"").unwrap_err();
+        assert_eq!(e.key, "flow[0].on_recreated_topic");
+        assert!(
+            e.message
+                .contains("unknown value `mix` (use \"stop\" or \"rewind\")"),
             "{e}"
         );
     }

@@ -515,18 +515,26 @@ impl Run<'_> {
                 let Some(next) = progress[i].committable() else {
                     continue;
                 };
-                if slot.committed == Some(next) {
+                // A topic stopped because it was recreated keeps what its last commit
+                // recorded, so that a restart finds it recreated too.
+                if slot.health.stopped() {
                     continue;
                 }
-                tpl.add_partition_offset(&slot.topic, slot.partition, Offset::Offset(next))?;
-                if let Some(d) = progress[i].downstream_next() {
-                    downstream.add_partition_offset(
-                        &slot.remote,
-                        slot.partition,
-                        Offset::Offset(d),
-                    )?;
+                // The topics' ids go with both commits: a restart finds a topic that was
+                // recreated meanwhile by them (see `recreated`).
+                let id = self.slots.incarnations.metadata(&slot.topic, &slot.remote);
+                if slot.committed == Some(next) && slot.committed_ids == id {
+                    continue;
                 }
-                changed.push((i, next));
+                let mut elem = tpl.add_partition(&slot.topic, slot.partition);
+                elem.set_offset(Offset::Offset(next))?;
+                elem.set_metadata(id.as_str());
+                if let Some(d) = progress[i].downstream_next() {
+                    let mut elem = downstream.add_partition(&slot.remote, slot.partition);
+                    elem.set_offset(Offset::Offset(d))?;
+                    elem.set_metadata(id.as_str());
+                }
+                changed.push((i, next, id));
             }
         }
         if changed.is_empty() {
@@ -544,8 +552,9 @@ impl Run<'_> {
                 self.runner.source.alias
             )
         })?;
-        for (i, next) in changed {
+        for (i, next, ids) in changed {
             self.slots.slots[i].committed = Some(next);
+            self.slots.slots[i].committed_ids = ids;
         }
         Ok(())
     }

@@ -68,9 +68,14 @@ impl Run<'_> {
             .with_context(|| format!("listing topics on target cluster {}", runner.target.alias))?
             .into_iter()
             .collect();
+        self.check_incarnations(&plan, &target_topics);
+        let last_plan = &self.plan;
         let mut added = std::mem::take(&mut self.slots.unresumed);
         self.slots.awaiting_remote = false;
         for route in &plan.routes {
+            if self.slots.incarnations.stopped(&route.source_topic) {
+                continue;
+            }
             // Only task 0 creates and grows remote topics; the others wait for them.
             let duties = runner.task.duties();
             let usable = match target_topics.get(&route.remote_topic) {
@@ -176,6 +181,7 @@ impl Run<'_> {
                         partition,
                         position: None,
                         committed: None,
+                        committed_ids: String::new(),
                         metrics,
                         read_bytes: 0,
                         age: StatBatch::new(),
@@ -285,6 +291,8 @@ impl Run<'_> {
             }
         }
         duplicates += mm2.finish(&self.clients.target_meta, &mut self.policy);
+        // A topic deleted and created again while the flow was not running.
+        self.check_recorded_incarnations(added, &committed);
         // Positions below the source's log start: records deleted before they were mirrored
         // (those of them already on the target are not re-sent, so not duplicates either).
         let positions: HashMap<usize, Option<i64>> = added

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tracing::{debug, error, warn};
 
 use crate::chain::{DeadLetter, Skipped};
-use crate::degraded::{Change, Degraded};
+use crate::degraded::{Change, Degraded, Reason};
 use crate::series::{RecordEvent, RefractSeries};
 
 use super::lost::{Found, LostRecords};
@@ -181,10 +181,16 @@ impl FlowRunner {
                 debug!(flow = %name, "{what}: retry {} failed ({reason}){at}: {}", d.retries, d.error)
             }
         }
+        self.count_failure(slot, d.reason);
+    }
+
+    /// Counts a failure of `slot` (`None`: the flow's own source reads) in
+    /// `refract_partition_errors_total` and marks it in `refract_partition_degraded`.
+    pub(super) fn count_failure(&self, slot: Option<&Slot>, reason: Reason) {
         let (topic, partition) = slot.map_or(("", None), |s| (s.topic.as_str(), Some(s.partition)));
-        if let Ok(c) = self
-            .metrics
-            .partition_errors(&name, topic, partition, reason)
+        if let Ok(c) =
+            self.metrics
+                .partition_errors(&self.flow.name(), topic, partition, reason.as_str())
         {
             c.inc();
         }

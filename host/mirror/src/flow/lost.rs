@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use anyhow::Result;
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use refract_config::OnLostRecords;
 use refract_kafka::clients::REQUEST_TIMEOUT;
@@ -137,7 +137,6 @@ impl Run<'_> {
     /// (the log was truncated, the topic recreated): what `auto.offset.reset` did before, with a
     /// warning. A watermark that cannot be read degrades the partition (it is retried).
     pub(super) fn out_of_range(&mut self, i: usize, e: SourceError) -> Result<()> {
-        let runner = self.runner;
         let slot = &self.slots.slots[i];
         let at = e.offset.or(slot.position);
         let (low, high) = match self.clients.consumer.fetch_watermarks(
@@ -157,13 +156,8 @@ impl Run<'_> {
                 self.seek(i, Offset::Offset(low));
             }
             _ => {
-                let (to, word) = if runner.starts_from_earliest() {
-                    (Offset::Beginning, "beginning")
-                } else {
-                    (Offset::End, "end")
-                };
-                warn!(flow = %self.name, "{}[{}]: offset {} is past the partition's end ({high}; log start {low}): the partition was truncated or its topic recreated; reading it again from its {word} (auto.offset.reset): {}", slot.topic, slot.partition, at.map_or("(unknown)".into(), |o| o.to_string()), e.message);
-                self.seek(i, to);
+                debug!(flow = %self.name, "{}[{}]: {}", slot.topic, slot.partition, e.message);
+                self.past_end(i, at, low, high);
             }
         }
         Ok(())
@@ -221,7 +215,7 @@ impl Run<'_> {
 
     /// Reads slot `i` from `offset` on (librdkafka stopped fetching it after the error); if it
     /// cannot be assigned again, the partition is degraded and retried.
-    fn seek(&mut self, i: usize, offset: Offset) {
+    pub(super) fn seek(&mut self, i: usize, offset: Offset) {
         let slot = &self.slots.slots[i];
         self.pause(i);
         let mut tpl = TopicPartitionList::new();

@@ -33,6 +33,7 @@ mod internals;
 mod lost;
 mod members;
 mod provenance;
+mod recreated;
 mod run;
 mod slots;
 mod status;

@@ -19,6 +19,9 @@ pub(super) struct Slot {
     pub(super) position: Option<i64>,
     /// Last committed source offset.
     pub(super) committed: Option<i64>,
+    /// The topic ids committed with it (see `recreated`): a newly learnt id is committed even
+    /// when the position did not move.
+    pub(super) committed_ids: String,
     /// Its MirrorMaker 2 series (none when the registry refused them).
     pub(super) metrics: Option<SourcePartitionMetrics>,
     /// Value bytes and record ages read since the last hand-over to `metrics`.
@@ -51,6 +54,8 @@ pub(super) struct Slots {
     pub(super) unresumed: Vec<usize>,
     /// A remote topic this task mirrors into does not exist yet and only task 0 creates it.
     pub(super) awaiting_remote: bool,
+    /// The ids of the mirrored topics, and the topics stopped because they were recreated.
+    pub(super) incarnations: super::recreated::Incarnations,
 }
 
 impl Slots {
