@@ -659,3 +659,48 @@ fn json_logs() {
     }
     assert!(lines >= 2, "{log}");
 }
+
+/// A discovery of 300 new topics creates their remote topics with one CreateTopics request
+/// (their configs read with one DescribeConfigs request), not one request per topic, and every
+/// topic is mirrored.
+#[test]
+fn three_hundred_new_topics_are_created_in_one_request_and_mirrored() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let prefix = unique("estate");
+    let topics: Vec<String> = (0..300).map(|i| format!("{prefix}-{i:03}")).collect();
+    let remotes: Vec<String> = topics.iter().map(|t| format!("a.{t}")).collect();
+    a.create_topics(&topics);
+    a.produce_one_each(&topics);
+    let started = std::time::Instant::now();
+    let refract = Refract::start(
+        &pipeline(
+            &[("a", a), ("b", b)],
+            &flow("a", "b", &format!("topics = [\"{prefix}-.*\"]")),
+        ),
+        &[],
+    );
+    refract.wait("every topic mirrored", || {
+        b.ends(&remotes).iter().all(|&end| end == 1)
+    });
+    eprintln!(
+        "300 topics created and mirrored {:?} after start",
+        started.elapsed()
+    );
+    // The first discovery found them all: one request for all of them (and the heartbeats
+    // topic, when this broker does not have it yet).
+    let log = refract.log();
+    let created: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("missing remote topics on b with"))
+        .collect();
+    assert_eq!(created.len(), 1, "{log}");
+    eprintln!("{}", created[0]);
+    assert!(
+        created[0].contains("with 1 CreateTopics request(s)")
+            && (created[0].contains("created 300 of 300 ")
+                || created[0].contains("created 301 of 301 ")),
+        "{}",
+        created[0]
+    );
+}

@@ -267,6 +267,82 @@ pub fn create_topic(
     Ok(())
 }
 
+/// Most topics one CreateTopics or DescribeConfigs request of refract names: a discovery of
+/// more new topics sends one request per this many.
+pub const ADMIN_BATCH: usize = 500;
+
+/// A topic to create: its name, partition count, replication factor and topic configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicToCreate {
+    /// Its name.
+    pub name: String,
+    /// How many partitions it gets.
+    pub partitions: i32,
+    /// Its replication factor (-1: the broker's default).
+    pub replication_factor: i32,
+    /// Topic configs set at creation.
+    pub configs: Vec<(String, String)>,
+}
+
+/// A topic [`create_topics`] was asked for: its name, and `Ok` or why it was not created.
+pub type TopicCreated = (String, Result<(), String>);
+
+/// Creates `topics` with one CreateTopics request per [`ADMIN_BATCH`] of them. Per topic, in
+/// the order given: `Ok` (created, or it existed already) or why not; a request that failed as
+/// a whole fails each of its topics with that error. Returns how many requests it sent too.
+pub fn create_topics(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[TopicToCreate],
+) -> (Vec<TopicCreated>, usize) {
+    let options = AdminOptions::new()
+        .operation_timeout(Some(REQUEST_TIMEOUT))
+        .request_timeout(Some(REQUEST_TIMEOUT));
+    let mut out = Vec::with_capacity(topics.len());
+    let mut requests = 0;
+    for chunk in topics.chunks(ADMIN_BATCH) {
+        let new: Vec<NewTopic<'_>> = chunk
+            .iter()
+            .map(|t| {
+                t.configs.iter().fold(
+                    NewTopic::new(
+                        &t.name,
+                        t.partitions,
+                        TopicReplication::Fixed(t.replication_factor),
+                    ),
+                    |topic, (k, v)| topic.set(k, v),
+                )
+            })
+            .collect();
+        requests += 1;
+        match futures_executor::block_on(admin.create_topics(new.iter(), &options)) {
+            Ok(results) => {
+                let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> = results
+                    .into_iter()
+                    .filter_map(Result::err)
+                    .filter(|(_, code)| *code != RDKafkaErrorCode::TopicAlreadyExists)
+                    .collect();
+                for t in chunk {
+                    let result = match errors.remove(&t.name) {
+                        Some(code) => Err(format!(
+                            "creating topic {} with {} partitions: {code}",
+                            t.name, t.partitions
+                        )),
+                        None => Ok(()),
+                    };
+                    out.push((t.name.clone(), result));
+                }
+            }
+            Err(e) => out.extend(chunk.iter().map(|t| {
+                (
+                    t.name.clone(),
+                    Err(format!("creating topic {}: {e}", t.name)),
+                )
+            })),
+        }
+    }
+    (out, requests)
+}
+
 /// Grows a topic to `partitions` partitions.
 pub fn grow_topic(
     admin: &AdminClient<DefaultClientContext>,

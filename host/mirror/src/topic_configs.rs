@@ -12,7 +12,7 @@ use refract_config::{DefaultsFrom, Flow};
 use tracing::debug;
 
 use refract_kafka::admin_ffi::{incremental_alter_topic_configs, AlterError};
-use refract_kafka::clients::REQUEST_TIMEOUT;
+use refract_kafka::clients::{ADMIN_BATCH, REQUEST_TIMEOUT};
 
 /// Whether a source topic config is copied to the remote topic.
 pub fn should_copy(flow: &Flow, entry: &ConfigEntry) -> bool {
@@ -51,19 +51,64 @@ pub fn describe(
     Ok(out)
 }
 
-/// The source topic's configs that the remote topic should have, sorted by name.
-pub fn wanted(
+/// The configs of each of `topics` as the broker describes them, with one DescribeConfigs
+/// request per [`ADMIN_BATCH`] topics (results come in the order asked). Per topic, in that
+/// order: its entries or why they could not be read.
+pub fn describe_many(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[String],
+) -> Vec<Result<Vec<ConfigEntry>, String>> {
+    let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+    let mut out = Vec::with_capacity(topics.len());
+    for chunk in topics.chunks(ADMIN_BATCH) {
+        let specs: Vec<ResourceSpecifier<'_>> =
+            chunk.iter().map(|t| ResourceSpecifier::Topic(t)).collect();
+        match futures_executor::block_on(admin.describe_configs(specs.iter(), &options)) {
+            Ok(results) if results.len() == chunk.len() => {
+                out.extend(chunk.iter().zip(results).map(|(topic, r)| {
+                    r.map(|resource| resource.entries)
+                        .map_err(|e| format!("describing the configs of {topic}: {e}"))
+                }));
+            }
+            Ok(results) => out.extend(chunk.iter().map(|topic| {
+                Err(format!(
+                    "describing the configs of {topic}: {} results for {} topics",
+                    results.len(),
+                    chunk.len()
+                ))
+            })),
+            Err(e) => out.extend(
+                chunk
+                    .iter()
+                    .map(|topic| Err(format!("describing the configs of {topic}: {e}"))),
+            ),
+        }
+    }
+    out
+}
+
+/// The configs each of `topics` (source topics) should have on its remote topic, sorted by
+/// name, read at once ([`describe_many`]), in the order given.
+pub fn wanted_many(
     flow: &Flow,
     source_admin: &AdminClient<DefaultClientContext>,
-    topic: &str,
-) -> Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = describe(source_admin, topic)?
+    topics: &[String],
+) -> Vec<Result<Vec<(String, String)>, String>> {
+    describe_many(source_admin, topics)
+        .into_iter()
+        .map(|entries| entries.map(|entries| copied(flow, entries)))
+        .collect()
+}
+
+/// Of a source topic's config `entries`, those its remote topic should have, sorted by name.
+fn copied(flow: &Flow, entries: Vec<ConfigEntry>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = entries
         .into_iter()
         .filter(|e| should_copy(flow, e))
         .filter_map(|e| e.value.map(|v| (e.name, v)))
         .collect();
     out.sort();
-    Ok(out)
+    out
 }
 
 /// The full config set a remote topic should have, given the source-derived `wanted` configs and

@@ -51,6 +51,78 @@ impl Broker {
         self.wait_for_leaders(name, partitions);
     }
 
+    /// Creates single-partition `names` with one CreateTopics request and waits until every one
+    /// has a leader (one metadata request per look, however many topics).
+    pub fn create_topics(&self, names: &[String]) {
+        let new: Vec<NewTopic<'_>> = names
+            .iter()
+            .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+            .collect();
+        let res = futures_executor::block_on(
+            self.admin().create_topics(new.iter(), &AdminOptions::new()),
+        )
+        .expect("create topics");
+        for r in res {
+            r.unwrap_or_else(|(t, e)| panic!("creating {t}: {e}"));
+        }
+        let c = self.consumer();
+        wait_until(
+            &format!(
+                "{} new topics on {} to have leaders",
+                names.len(),
+                self.name
+            ),
+            || {
+                let Ok(md) = c.fetch_metadata(None, Duration::from_secs(10)) else {
+                    return false;
+                };
+                let ready: std::collections::HashSet<&str> = md
+                    .topics()
+                    .iter()
+                    .filter(|t| {
+                        t.error().is_none()
+                            && t.partitions()
+                                .iter()
+                                .all(|p| p.error().is_none() && p.leader() >= 0)
+                    })
+                    .map(|t| t.name())
+                    .collect();
+                names.iter().all(|n| ready.contains(n.as_str()))
+            },
+        );
+    }
+
+    /// Produces one record to partition 0 of each of `topics` (its key is the topic's name) with
+    /// one producer, and waits for every acknowledgement.
+    pub fn produce_one_each(&self, topics: &[String]) {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .set("linger.ms", "5")
+            .create()
+            .expect("producer");
+        for t in topics {
+            producer
+                .send(BaseRecord::<str, str>::to(t).partition(0).key(t).payload(t))
+                .unwrap_or_else(|(e, _)| panic!("producing to {t}: {e}"));
+        }
+        producer
+            .flush(Duration::from_secs(60))
+            .expect("every record acknowledged");
+    }
+
+    /// The end offset of partition 0 of each of `topics` (0 for a topic that does not exist),
+    /// read with one consumer.
+    pub fn ends(&self, topics: &[String]) -> Vec<i64> {
+        let c = self.consumer();
+        topics
+            .iter()
+            .map(|t| {
+                c.fetch_watermarks(t, 0, Duration::from_secs(10))
+                    .map_or(0, |(_, high)| high)
+            })
+            .collect()
+    }
+
     /// Deletes `topic` (the broker answers once the controller has it deleted).
     pub fn delete_topic(&self, name: &str) {
         let deleted =

@@ -2,6 +2,7 @@
 //! remote topics, and resuming and assigning each partition at its position.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rdkafka::consumer::Consumer;
@@ -11,12 +12,13 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, error, info, warn};
 
 use refract_kafka::clients::{
-    await_partitions, create_topic, ensure_topic, grow_topic, list_topics, REQUEST_TIMEOUT,
+    await_partitions, create_topics, ensure_topic, grow_topic, list_topics, TopicToCreate,
+    REQUEST_TIMEOUT,
 };
 use refract_kafka::coordinator;
 
 use crate::degraded::PartitionHealth;
-use crate::planner::{Skip, TopicPlan};
+use crate::planner::{Route, Skip, TopicPlan};
 use crate::progress::PartitionProgress;
 use crate::series::RefractSeries;
 use crate::takeover::Mm2Takeover;
@@ -69,6 +71,7 @@ impl Run<'_> {
             .into_iter()
             .collect();
         self.check_incarnations(&plan, &target_topics);
+        let created = self.create_remote_topics(&plan, &target_topics);
         let last_plan = &self.plan;
         let mut added = std::mem::take(&mut self.slots.unresumed);
         self.slots.awaiting_remote = false;
@@ -90,21 +93,16 @@ impl Run<'_> {
                     self.slots.awaiting_remote = true;
                     have
                 }
-                None => match create_topic(
-                    &self.clients.admin,
-                    &route.remote_topic,
-                    route.partitions,
-                    runner.flow.replication_factor,
-                    &self.remote_topic_configs(&route.source_topic),
-                ) {
-                    Ok(()) => {
+                None => match created.get(&route.remote_topic) {
+                    Some(Ok(())) => {
                         info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
                         route.partitions
                     }
-                    Err(e) => {
-                        warn!(flow = %name, "cannot create {} on {}; {} is not mirrored yet: {e:#}", route.remote_topic, runner.target.alias, route.source_topic);
+                    Some(Err(e)) => {
+                        warn!(flow = %name, "cannot create {} on {}; {} is not mirrored yet: {e}", route.remote_topic, runner.target.alias, route.source_topic);
                         continue;
                     }
+                    None => continue,
                 },
                 Some(&have) if have < route.partitions => {
                     match grow_topic(&self.clients.admin, &route.remote_topic, route.partitions)
@@ -214,6 +212,54 @@ impl Run<'_> {
             }
         }
         Ok(plan)
+    }
+
+    /// Creates the missing remote topics of `plan` (not on `target_topics`) at once: their
+    /// source configs read with one DescribeConfigs request and the topics created with one
+    /// CreateTopics request per
+    /// [`ADMIN_BATCH`](refract_kafka::clients::ADMIN_BATCH) topics, so a discovery of many new topics costs a
+    /// few round trips, not one per topic. Only task 0 creates topics. Per remote topic: created
+    /// (or there already), or why not.
+    fn create_remote_topics(
+        &self,
+        plan: &TopicPlan,
+        target_topics: &HashMap<String, i32>,
+    ) -> HashMap<String, Result<(), String>> {
+        let runner = self.runner;
+        if !runner.task.duties() {
+            return HashMap::new();
+        }
+        let missing: Vec<&Route> = plan
+            .routes
+            .iter()
+            .filter(|r| !target_topics.contains_key(&r.remote_topic))
+            .filter(|r| !self.slots.incarnations.stopped(&r.source_topic))
+            .collect();
+        if missing.is_empty() {
+            return HashMap::new();
+        }
+        let started = Instant::now();
+        let sources: Vec<String> = missing.iter().map(|r| r.source_topic.clone()).collect();
+        let topics: Vec<TopicToCreate> = missing
+            .iter()
+            .zip(self.remote_topic_configs(&sources))
+            .map(|(r, configs)| TopicToCreate {
+                name: r.remote_topic.clone(),
+                partitions: r.partitions,
+                replication_factor: runner.flow.replication_factor,
+                configs,
+            })
+            .collect();
+        let (results, requests) = create_topics(&self.clients.admin, &topics);
+        let created = results.iter().filter(|(_, r)| r.is_ok()).count();
+        info!(
+            flow = %self.name,
+            "created {created} of {} missing remote topics on {} with {requests} CreateTopics request(s) in {:.2} s",
+            topics.len(),
+            runner.target.alias,
+            started.elapsed().as_secs_f64()
+        );
+        results.into_iter().collect()
     }
 
     /// Reads the committed position of newly added partitions and reports how many records past

@@ -275,19 +275,27 @@ impl Run<'_> {
         }
     }
 
-    /// The configs a new remote topic of `source_topic` is created with.
-    pub(super) fn remote_topic_configs(&self, source_topic: &str) -> Vec<(String, String)> {
+    /// The configs new remote topics of `source_topics` are created with, in that order (read
+    /// with one DescribeConfigs request per batch).
+    pub(super) fn remote_topic_configs(
+        &self,
+        source_topics: &[String],
+    ) -> Vec<Vec<(String, String)>> {
         let flow = &self.runner.flow;
         if !flow.config_sync.enabled {
-            return Vec::new();
+            return vec![Vec::new(); source_topics.len()];
         }
-        match topic_configs::wanted(flow, &self.clients.source_admin, source_topic) {
-            Ok(configs) => configs,
-            Err(e) => {
-                warn!(flow = %self.name, "cannot read the configs of {source_topic} on {}; creating its remote topic with the target's defaults: {e:#}", self.runner.source.alias);
-                Vec::new()
-            }
-        }
+        topic_configs::wanted_many(flow, &self.clients.source_admin, source_topics)
+            .into_iter()
+            .zip(source_topics)
+            .map(|(wanted, source_topic)| match wanted {
+                Ok(configs) => configs,
+                Err(e) => {
+                    warn!(flow = %self.name, "cannot read the configs of {source_topic} on {}; creating its remote topic with the target's defaults: {e}", self.runner.source.alias);
+                    Vec::new()
+                }
+            })
+            .collect()
     }
 
     /// Re-applies the source topics' configs to their existing remote topics.
@@ -298,15 +306,17 @@ impl Run<'_> {
         if !flow.config_sync.enabled || internals.config_sync_unsupported {
             return;
         }
-        for route in &plan.routes {
-            let wanted =
-                match topic_configs::wanted(flow, &clients.source_admin, &route.source_topic) {
-                    Ok(w) => w,
-                    Err(e) => {
-                        debug!(flow = %name, "config sync: {e:#}");
-                        continue;
-                    }
-                };
+        // The source side in one DescribeConfigs request per batch.
+        let sources: Vec<String> = plan.routes.iter().map(|r| r.source_topic.clone()).collect();
+        let all_wanted = topic_configs::wanted_many(flow, &clients.source_admin, &sources);
+        for (route, wanted) in plan.routes.iter().zip(all_wanted) {
+            let wanted = match wanted {
+                Ok(w) => w,
+                Err(e) => {
+                    debug!(flow = %name, "config sync: {e}");
+                    continue;
+                }
+            };
             match topic_configs::resync(flow, &clients.admin, &route.remote_topic, &wanted) {
                 Ok(true) => {
                     info!(flow = %name, "synced the configs of {} from {}", route.remote_topic, route.source_topic)
