@@ -369,3 +369,62 @@ fn a_fresh_source_cluster_is_mirrored_as_soon_as_its_coordinator_is_ready() {
         refract.log()
     );
 }
+
+/// A target that stops answering (SIGSTOP) while 100 new topics wait to be mirrored: the
+/// outage is reported once by the cluster watch, no topic is reported one by one, and within
+/// seconds of the target's return every remote topic is created (in one request) and mirrored.
+#[test]
+fn a_target_that_stops_answering_during_a_discovery_of_100_topics() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let prefix = unique("outage-estate");
+    let topics: Vec<String> = (0..100).map(|i| format!("{prefix}-{i:03}")).collect();
+    let remotes: Vec<String> = topics.iter().map(|t| format!("a.{t}")).collect();
+    let refract = Refract::start(
+        &pipeline(
+            &[("a", &a), ("b", &b)],
+            &flow("a", "b", &format!("topics = [\"{prefix}-.*\"]")),
+        ),
+        &[],
+    );
+    refract.wait("the first discovery", || {
+        refract.log_count("mirroring heartbeats -> a.heartbeats") == 1
+    });
+    b.freeze();
+    let frozen = Instant::now();
+    a.create_topics(&topics);
+    a.produce_one_each(&topics);
+    refract.wait("the target's outage reported", || {
+        refract.log_count("cluster b (target, ") == 1
+    });
+    println!(
+        "target outage reported {:?} after it stopped answering",
+        frozen.elapsed()
+    );
+    b.thaw();
+    let back = Instant::now();
+    refract.wait("every new topic mirrored", || {
+        b.ends(&remotes).iter().all(|&end| end == 1)
+    });
+    println!(
+        "100 topics created and mirrored {:?} after the target answered again",
+        back.elapsed()
+    );
+    assert_eq!(
+        refract.log_count("cluster b (target, "),
+        1,
+        "{}",
+        refract.log()
+    );
+    assert!(
+        refract.log_count("cannot create ") <= 2,
+        "failures are said per cause, not per topic:\n{}",
+        refract.log()
+    );
+    assert_eq!(
+        refract.log_count("created 100 of 100 missing remote topics on b with 1 CreateTopics"),
+        1,
+        "{}",
+        refract.log()
+    );
+}

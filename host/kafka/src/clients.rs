@@ -284,7 +284,8 @@ pub struct TopicToCreate {
     pub configs: Vec<(String, String)>,
 }
 
-/// A topic [`create_topics`] was asked for: its name, and `Ok` or why it was not created.
+/// A topic [`create_topics`] was asked for: its name, and `Ok` or why it was not created (the
+/// broker's error for it, or the request's).
 pub type TopicCreated = (String, Result<(), String>);
 
 /// Creates `topics` with one CreateTopics request per [`ADMIN_BATCH`] of them. Per topic, in
@@ -323,21 +324,13 @@ pub fn create_topics(
                     .collect();
                 for t in chunk {
                     let result = match errors.remove(&t.name) {
-                        Some(code) => Err(format!(
-                            "creating topic {} with {} partitions: {code}",
-                            t.name, t.partitions
-                        )),
+                        Some(code) => Err(code.to_string()),
                         None => Ok(()),
                     };
                     out.push((t.name.clone(), result));
                 }
             }
-            Err(e) => out.extend(chunk.iter().map(|t| {
-                (
-                    t.name.clone(),
-                    Err(format!("creating topic {}: {e}", t.name)),
-                )
-            })),
+            Err(e) => out.extend(chunk.iter().map(|t| (t.name.clone(), Err(e.to_string())))),
         }
     }
     (out, requests)

@@ -98,11 +98,8 @@ impl Run<'_> {
                         info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
                         route.partitions
                     }
-                    Some(Err(e)) => {
-                        warn!(flow = %name, "cannot create {} on {}; {} is not mirrored yet: {e}", route.remote_topic, runner.target.alias, route.source_topic);
-                        continue;
-                    }
-                    None => continue,
+                    // Not created (said by `create_remote_topics`), or not asked for.
+                    Some(Err(_)) | None => continue,
                 },
                 Some(&have) if have < route.partitions => {
                     match grow_topic(&self.clients.admin, &route.remote_topic, route.partitions)
@@ -252,13 +249,33 @@ impl Run<'_> {
             .collect();
         let (results, requests) = create_topics(&self.clients.admin, &topics);
         let created = results.iter().filter(|(_, r)| r.is_ok()).count();
-        info!(
-            flow = %self.name,
-            "created {created} of {} missing remote topics on {} with {requests} CreateTopics request(s) in {:.2} s",
-            topics.len(),
-            runner.target.alias,
-            started.elapsed().as_secs_f64()
-        );
+        let target = &runner.target.alias;
+        if created > 0 {
+            info!(
+                flow = %self.name,
+                "created {created} of {} missing remote topics on {target} with {requests} CreateTopics request(s) in {:.2} s",
+                topics.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        // Failures by cause: a target that stops answering fails them all alike, and is said
+        // once, not once per topic.
+        let mut failed: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (topic, result) in &results {
+            if let Err(cause) = result {
+                match failed.iter_mut().find(|(c, _)| c == cause) {
+                    Some((_, topics)) => topics.push(topic),
+                    None => failed.push((cause, vec![topic])),
+                }
+            }
+        }
+        for (cause, topics) in failed {
+            let named = match topics.len() {
+                0..=3 => topics.join(", "),
+                n => format!("{} and {} more", topics[..3].join(", "), n - 3),
+            };
+            warn!(flow = %self.name, "cannot create {} remote topic(s) on {target} ({named}); their source topics are not mirrored yet and are tried again at the next discovery: {cause}", topics.len());
+        }
         results.into_iter().collect()
     }
 
