@@ -662,7 +662,7 @@ fn json_logs() {
 
 /// A discovery of 300 new topics creates their remote topics with one CreateTopics request
 /// (their configs read with one DescribeConfigs request), not one request per topic, and every
-/// topic is mirrored.
+/// topic is mirrored; `[metrics] partition_series = false` exports one series per topic.
 #[test]
 fn three_hundred_new_topics_are_created_in_one_request_and_mirrored() {
     let a = Broker::shared("a");
@@ -673,10 +673,14 @@ fn three_hundred_new_topics_are_created_in_one_request_and_mirrored() {
     a.create_topics(&topics);
     a.produce_one_each(&topics);
     let started = std::time::Instant::now();
+    // With one series per topic, as a large estate would scrape them.
     let refract = Refract::start(
-        &pipeline(
-            &[("a", a), ("b", b)],
-            &flow("a", "b", &format!("topics = [\"{prefix}-.*\"]")),
+        &format!(
+            "[metrics]\nlisten = \"127.0.0.1:0\"\npartition_series = false\n{}",
+            pipeline(
+                &[("a", a), ("b", b)],
+                &flow("a", "b", &format!("topics = [\"{prefix}-.*\"]")),
+            )
         ),
         &[],
     );
@@ -686,6 +690,22 @@ fn three_hundred_new_topics_are_created_in_one_request_and_mirrored() {
     eprintln!(
         "300 topics created and mirrored {:?} after start",
         started.elapsed()
+    );
+    let addr = refract.metrics_addr();
+    let record_count = "kafka_connect_mirror_mirrorsourceconnector_record_count";
+    let text = http(&addr, "GET", "/metrics").1;
+    // Registered when the topics were discovered: one series per topic, no partition label.
+    for r in &remotes {
+        assert!(
+            series(&text, record_count, &[("topic", r.as_str())]).is_some(),
+            "{r}"
+        );
+    }
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with(record_count) && l.contains("partition=")),
+        "per-topic series have no partition label"
     );
     // The first discovery found them all: one request for all of them (and the heartbeats
     // topic, when this broker does not have it yet).

@@ -23,6 +23,9 @@ pub struct Opts {
     /// Renders measured (after one warm-up render)
     #[arg(long, value_name = "N", default_value_t = 50)]
     renders: usize,
+    /// One series per topic instead of per partition (`[metrics] partition_series = false`)
+    #[arg(long)]
+    per_topic: bool,
 }
 
 /// Registers the series, renders them `opts.renders` times and prints the median.
@@ -40,7 +43,8 @@ pub fn main(opts: Opts) -> Result<()> {
     for t in 0..opts.topics {
         let remote = format!("src.topic-{t:03}");
         for p in 0..opts.partitions {
-            let s = metrics.source_partition("src", "dst", &remote, p)?;
+            let partition = (!opts.per_topic).then_some(p);
+            let s = metrics.source_partition("src", "dst", &remote, partition)?;
             s.record_count.inc_by(1_000 + p as u64);
             s.byte_count.inc_by(1_024_000);
             s.record_age_ms.record(12.5);
@@ -48,7 +52,7 @@ pub fn main(opts: Opts) -> Result<()> {
             s.replication_latency_ms.record(45.25);
             s.replication_lag_records.set_i64(i64::from(p) * 7);
             metrics
-                .checkpoint_latency_ms("src", "dst", "orders-app", &remote, p)?
+                .checkpoint_latency_ms("src", "dst", "orders-app", &remote, partition)?
                 .record(8.0);
             series += 1;
         }
@@ -66,7 +70,8 @@ pub fn main(opts: Opts) -> Result<()> {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "metrics render: {series} partitions, {bytes} bytes, {} lines; median {:.2} ms (min {:.2}, max {:.2}) over {} renders",
+        "metrics render: {series} partitions{}, {bytes} bytes, {} lines; median {:.2} ms (min {:.2}, max {:.2}) over {} renders",
+        if opts.per_topic { " (series per topic)" } else { "" },
         metrics.render().lines().count(),
         ms(times[times.len() / 2]),
         ms(times[0]),

@@ -34,6 +34,7 @@ pub struct RawMetrics {
     pub tls_cert: Option<Spanned<String>>,
     pub tls_key: Option<Spanned<String>>,
     pub allowed_hosts: Option<Vec<Spanned<String>>>,
+    pub partition_series: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

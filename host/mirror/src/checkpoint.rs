@@ -54,6 +54,8 @@ pub struct CheckpointRunner {
     status: SharedStatus,
     board: Arc<FlowBoard>,
     metrics: Metrics,
+    /// Checkpoint latency per partition (`true`) or per topic (`[metrics] partition_series`).
+    partition_series: bool,
 }
 
 struct Clients {
@@ -89,6 +91,7 @@ impl CheckpointRunner {
             target,
             stop,
             board,
+            partition_series,
             ..
         } = context;
         Self {
@@ -101,6 +104,7 @@ impl CheckpointRunner {
             status: board.shared().clone(),
             board,
             metrics: Metrics::new(),
+            partition_series,
         }
     }
 
@@ -548,7 +552,7 @@ impl CheckpointRunner {
                 &self.target.alias,
                 &group,
                 &topic,
-                partition,
+                self.partition_series.then_some(partition),
             ) {
                 stat.record(created.elapsed().as_secs_f64() * 1000.0);
             }

@@ -583,6 +583,7 @@ fn start_flow(
         )
         .with_reverse_heartbeats(shape.reverse_heartbeats)
         .with_metrics(metrics.clone())
+        .with_partition_series(pipeline.endpoint.partition_series)
         .with_drain_timeout(drain),
     );
     let mut handles = Vec::new();

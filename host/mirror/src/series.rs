@@ -397,13 +397,15 @@ impl ReloadResult {
 /// a reload needs. Implemented for [`Metrics`] only.
 pub trait RefractSeries {
     /// Registers (or finds) the series of one replicated partition. `remote_topic` is the
-    /// topic's name on the target, as MirrorMaker 2 labels it.
+    /// topic's name on the target, as MirrorMaker 2 labels it. `partition` `None`: the topic's
+    /// series without a `partition` label, which all its partitions share (their counts and
+    /// stats add up; the lag gauge is set to their sum by whoever computes it).
     fn source_partition(
         &self,
         source: &str,
         target: &str,
         remote_topic: &str,
-        partition: i32,
+        partition: Option<i32>,
     ) -> Result<SourcePartitionMetrics, MetricsError>;
 
     /// Removes the partition series of the flow `source->target`: every replicated partition's
@@ -412,14 +414,15 @@ pub trait RefractSeries {
     /// a rebuilt flow registers the partitions it mirrors again.
     fn remove_flow_partitions(&self, source: &str, target: &str) -> usize;
 
-    /// Registers (or finds) the checkpoint latency stat of one group's remote topic partition.
+    /// Registers (or finds) the checkpoint latency stat of one group's remote topic partition
+    /// (`partition` `None`: of the topic, shared by its partitions).
     fn checkpoint_latency_ms(
         &self,
         source: &str,
         target: &str,
         group: &str,
         remote_topic: &str,
-        partition: i32,
+        partition: Option<i32>,
     ) -> Result<Stat, MetricsError>;
 
     /// Registers (or finds) the series of one flow. A new flow's state series are all 0 until
@@ -478,15 +481,17 @@ impl RefractSeries for Metrics {
         source: &str,
         target: &str,
         remote_topic: &str,
-        partition: i32,
+        partition: Option<i32>,
     ) -> Result<SourcePartitionMetrics, MetricsError> {
-        let partition = partition.to_string();
-        let labels = [
+        let partition = partition.map(|p| p.to_string());
+        let mut labels = vec![
             ("source", source),
             ("target", target),
             ("topic", remote_topic),
-            ("partition", partition.as_str()),
         ];
+        if let Some(p) = &partition {
+            labels.push(("partition", p.as_str()));
+        }
         Ok(SourcePartitionMetrics {
             record_count: self.counter(RECORD_COUNT, RECORD_COUNT_HELP, &labels)?,
             byte_count: self.counter(BYTE_COUNT, BYTE_COUNT_HELP, &labels)?,
@@ -514,16 +519,18 @@ impl RefractSeries for Metrics {
         target: &str,
         group: &str,
         remote_topic: &str,
-        partition: i32,
+        partition: Option<i32>,
     ) -> Result<Stat, MetricsError> {
-        let partition = partition.to_string();
-        let labels = [
+        let partition = partition.map(|p| p.to_string());
+        let mut labels = vec![
             ("source", source),
             ("target", target),
             ("group", group),
             ("topic", remote_topic),
-            ("partition", partition.as_str()),
         ];
+        if let Some(p) = &partition {
+            labels.push(("partition", p.as_str()));
+        }
         self.stat(CHECKPOINT_LATENCY_MS, CHECKPOINT_LATENCY_HELP, &labels)
     }
 
@@ -680,13 +687,15 @@ mod tests {
     #[test]
     fn source_partition_uses_mm2_names_and_labels() {
         let m = Metrics::new();
-        let p = m.source_partition("us", "eu", "us.orders", 3).unwrap();
+        let p = m
+            .source_partition("us", "eu", "us.orders", Some(3))
+            .unwrap();
         p.record_count.inc_by(2);
         p.byte_count.inc_by(100);
         p.record_age_ms.record(7.0);
         p.replication_latency_ms.record(9.0);
         p.replication_lag_records.set_i64(5);
-        m.checkpoint_latency_ms("us", "eu", "g1", "us.orders", 3)
+        m.checkpoint_latency_ms("us", "eu", "g1", "us.orders", Some(3))
             .unwrap()
             .record(4.0);
         let text = m.render();
@@ -707,17 +716,63 @@ mod tests {
         assert!(text.contains(&format!("# TYPE {RECORD_COUNT} counter\n")));
         assert!(text.contains(&format!("# TYPE {RECORD_AGE_MS}_min gauge\n")));
         // Registering again finds the same series.
-        m.source_partition("us", "eu", "us.orders", 3)
+        m.source_partition("us", "eu", "us.orders", Some(3))
             .unwrap()
             .record_count
             .inc();
         assert_eq!(p.record_count.get(), 3);
-        m.source_partition("us", "ap", "us.orders", 3).unwrap();
+        m.source_partition("us", "ap", "us.orders", Some(3))
+            .unwrap();
         // 4 record series, the lag, and the checkpoint latency of g1.
         assert_eq!(m.remove_flow_partitions("us", "eu"), 6);
         let text = m.render();
         assert!(!text.contains(r#"target="eu""#), "{text}");
         assert!(text.contains(r#"target="ap""#), "{text}");
+    }
+
+    /// `[metrics] partition_series = false`: the MirrorMaker 2 source series carry no
+    /// `partition` label and a topic's partitions add up in them; every dashboard query over
+    /// them neither filters nor groups by `partition`, so the panels show the same data in
+    /// either mode.
+    #[test]
+    fn per_topic_series_add_up_and_the_dashboard_reads_them() {
+        let m = Metrics::new();
+        let p0 = m.source_partition("a", "b", "a.orders", None).unwrap();
+        let p1 = m.source_partition("a", "b", "a.orders", None).unwrap();
+        p0.record_count.inc_by(3);
+        p1.record_count.inc_by(4);
+        p1.replication_lag_records.set_i64(9);
+        let text = m.render();
+        let count = format!(r#"{RECORD_COUNT}{{source="a",target="b",topic="a.orders"}} 7"#);
+        assert!(samples(&text).contains(&count.as_str()), "{text}");
+        let lag =
+            format!(r#"{REPLICATION_LAG_RECORDS}{{source="a",target="b",topic="a.orders"}} 9"#);
+        assert!(samples(&text).contains(&lag.as_str()), "{text}");
+        assert!(!text.contains("partition=\""), "{text}");
+
+        let dashboard = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/monitoring/grafana-dashboard.json"
+        ))
+        .unwrap();
+        let exprs: Vec<&str> = dashboard
+            .match_indices("\"expr\": \"")
+            .map(|(at, m)| {
+                let rest = &dashboard[at + m.len()..];
+                &rest[..rest
+                    .find("\",\n")
+                    .or_else(|| rest.find("\"\n"))
+                    .unwrap_or(rest.len())]
+            })
+            .filter(|e| e.contains(MIRROR_SOURCE_PREFIX) || e.contains(REPLICATION_LAG_RECORDS))
+            .collect();
+        assert!(exprs.len() >= 5, "{exprs:?}");
+        for expr in exprs {
+            assert!(
+                !expr.contains("partition"),
+                "a dashboard query needs partition series: {expr}"
+            );
+        }
     }
 
     /// The dashboard, the alert rules and the monitoring README name only series refract
@@ -1058,8 +1113,8 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
             .observe_duration(std::time::Duration::from_millis(1200));
         flow.throttled.add(std::time::Duration::from_millis(1250));
 
-        let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
-        let p1 = m.source_partition("a", "b", "a.orders", 1).unwrap();
+        let p0 = m.source_partition("a", "b", "a.orders", Some(0)).unwrap();
+        let p1 = m.source_partition("a", "b", "a.orders", Some(1)).unwrap();
         // Read-side observations are handed over in batches, as the mirror's slots do; the
         // first one leaves the window before the render.
         let mut age = refract_telemetry::StatBatch::new();
@@ -1080,11 +1135,11 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         p1.record_age_ms.record(0.000_1);
         p1.replication_lag_records.set_i64(42);
 
-        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", 0)
+        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", Some(0))
             .unwrap()
             .record(3.0);
         // Group ids are free text: quotes and backslashes are escaped.
-        m.checkpoint_latency_ms("a", "b", "billing \"eu\" \\ 2", "a.orders", 1)
+        m.checkpoint_latency_ms("a", "b", "billing \"eu\" \\ 2", "a.orders", Some(1))
             .unwrap();
 
         let plugin = m.plugin("mask", "a->b").unwrap();
@@ -1129,10 +1184,10 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         cluster
             .handover
             .observe_duration(std::time::Duration::from_secs(90));
-        let p0 = m.source_partition("a", "b", "a.orders", 0).unwrap();
+        let p0 = m.source_partition("a", "b", "a.orders", Some(0)).unwrap();
         p0.record_count.inc_by(5);
         p0.replication_lag_records.set_i64(7);
-        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", 0)
+        m.checkpoint_latency_ms("a", "b", "g1", "a.orders", Some(0))
             .unwrap();
         m.reloads(ReloadResult::Ok).unwrap().inc();
         assert_golden("metrics-cluster.txt", &m.render());
@@ -1142,8 +1197,9 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
     fn every_refract_series_registers_together() {
         // All families in one registry: no kind conflicts or name clashes between them.
         let m = Metrics::new();
-        m.source_partition("s", "t", "s.x", 0).unwrap();
-        m.checkpoint_latency_ms("s", "t", "g", "s.x", 0).unwrap();
+        m.source_partition("s", "t", "s.x", Some(0)).unwrap();
+        m.checkpoint_latency_ms("s", "t", "g", "s.x", Some(0))
+            .unwrap();
         m.flow("f").unwrap();
         m.plugin("p", "f").unwrap();
         m.reloads(ReloadResult::Ok).unwrap();

@@ -44,7 +44,7 @@ pub struct EndpointTls {
 }
 
 /// How the HTTP endpoint serves, beyond its address.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// Who may reload.
     pub reload: ReloadAccess,
@@ -52,6 +52,21 @@ pub struct Endpoint {
     pub tls: Option<EndpointTls>,
     /// Host names requests may use besides IP addresses and `localhost`.
     pub allowed_hosts: Vec<String>,
+    /// `partition_series`: MirrorMaker 2's per-partition series (`true`, the default, as MM2
+    /// exports them) or one series per topic with the partitions summed up (`false`), for
+    /// estates whose per-partition output is too large to scrape.
+    pub partition_series: bool,
+}
+
+impl Default for Endpoint {
+    fn default() -> Self {
+        Self {
+            reload: ReloadAccess::default(),
+            tls: None,
+            allowed_hosts: Vec::new(),
+            partition_series: true,
+        }
+    }
 }
 
 impl Builder<'_> {
@@ -129,6 +144,7 @@ impl Builder<'_> {
             reload,
             tls,
             allowed_hosts,
+            partition_series: raw.partition_series.as_ref().is_none_or(|v| *v.get_ref()),
         })
     }
 }
@@ -161,6 +177,13 @@ mod tests {
     fn defaults_and_each_key() {
         assert_eq!(parse("").unwrap().endpoint, Endpoint::default());
         assert_eq!(parse("").unwrap().endpoint.reload, ReloadAccess::Open);
+        assert!(parse("").unwrap().endpoint.partition_series);
+        assert!(
+            !parse("partition_series = false")
+                .unwrap()
+                .endpoint
+                .partition_series
+        );
         assert_eq!(
             parse("reload = false").unwrap().endpoint.reload,
             ReloadAccess::Disabled

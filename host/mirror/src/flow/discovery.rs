@@ -161,7 +161,7 @@ impl Run<'_> {
                             &runner.source.alias,
                             &runner.target.alias,
                             &route.remote_topic,
-                            partition,
+                            runner.partition_series.then_some(partition),
                         )
                         .ok();
                     let tracked = if runner.flow.offset_syncs.enabled {

@@ -96,6 +96,10 @@ pub struct FlowContext {
     pub board: Arc<FlowBoard>,
     /// The flow's read rate limits, shared by its tasks and changed by a reload.
     pub throttle: Arc<ThrottleLimits>,
+    /// MirrorMaker 2's series (records, bytes, record age, latency, lag) per partition, as MM2
+    /// exports them, or (`false`, `[metrics] partition_series = false`) one per topic with its
+    /// partitions summed up.
+    pub partition_series: bool,
 }
 
 /// The `transactional.id` of an exactly-once task's target producer: the same in every process
@@ -140,6 +144,8 @@ pub struct FlowRunner {
     progress_mark: Mutex<(i64, Instant)>,
     /// The flow's read rate limits.
     throttle: Arc<ThrottleLimits>,
+    /// See [`FlowContext::partition_series`].
+    partition_series: bool,
 }
 
 impl FlowRunner {
@@ -152,6 +158,7 @@ impl FlowRunner {
             stop,
             board,
             throttle,
+            partition_series,
         } = context;
         let status = board.add_task(task.index);
         Self {
@@ -171,6 +178,7 @@ impl FlowRunner {
             drain: DRAIN_TIMEOUT,
             progress_mark: Mutex::new((0, Instant::now())),
             throttle,
+            partition_series,
         }
     }
 

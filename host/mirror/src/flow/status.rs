@@ -13,7 +13,7 @@ use refract_config::Side;
 
 use crate::degraded::Degraded;
 
-use crate::series::{FlowState, RecordEvent};
+use crate::series::{FlowState, RecordEvent, SourcePartitionMetrics};
 
 use super::board::FlowBoard;
 use super::run::Run;
@@ -323,6 +323,8 @@ impl Run<'_> {
         let progress = lock(&self.progress);
         let mut lag = BTreeMap::new();
         let mut acknowledged = 0i64;
+        // Per-topic series (`partition_series = false`): each topic's gauge gets the sum.
+        let mut per_topic: BTreeMap<&str, (i64, Option<&SourcePartitionMetrics>)> = BTreeMap::new();
         for (i, slot) in self.slots.slots.iter().enumerate() {
             // librdkafka only knows a partition's watermark after a fetch answered for it.
             let Some(high) = cached_high_watermark(&clients.consumer, &slot.topic, slot.partition)
@@ -347,10 +349,21 @@ impl Run<'_> {
             };
             let behind = (high - done).max(0);
             acknowledged += done;
-            if let Some(m) = &slot.metrics {
-                m.replication_lag_records.set_i64(behind);
+            if runner.partition_series {
+                if let Some(m) = &slot.metrics {
+                    m.replication_lag_records.set_i64(behind);
+                }
+            } else {
+                let topic = per_topic.entry(slot.remote.as_str()).or_insert((0, None));
+                topic.0 += behind;
+                topic.1 = topic.1.or(slot.metrics.as_ref());
             }
             lag.insert(format!("{}[{}]", slot.topic, slot.partition), behind);
+        }
+        for (behind, metrics) in per_topic.into_values() {
+            if let Some(m) = metrics {
+                m.replication_lag_records.set_i64(behind);
+            }
         }
         drop(progress);
         let behind: i64 = lag.values().sum();

@@ -47,6 +47,8 @@ pub(crate) struct FlowTasks {
     plugins: Mutex<PluginSet>,
     reverse_heartbeats: AtomicBool,
     metrics: Metrics,
+    /// MirrorMaker 2's series per partition (`true`) or per topic (`[metrics] partition_series`).
+    partition_series: bool,
     drain: Duration,
     running: Mutex<BTreeMap<u32, RunningTask>>,
     checkpoints: Mutex<Option<RunningCheckpoints>>,
@@ -73,6 +75,7 @@ impl FlowTasks {
             plugins: Mutex::new(plugins),
             reverse_heartbeats: AtomicBool::new(false),
             metrics: Metrics::new(),
+            partition_series: true,
             drain: crate::flow::DRAIN_TIMEOUT,
             running: Mutex::new(BTreeMap::new()),
             checkpoints: Mutex::new(None),
@@ -89,6 +92,13 @@ impl FlowTasks {
     /// Tasks and checkpoints record their series in `metrics`.
     pub(crate) fn with_metrics(mut self, metrics: Metrics) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// MirrorMaker 2's series per partition (`true`) or per topic (see
+    /// [`FlowContext::partition_series`]).
+    pub(crate) fn with_partition_series(mut self, yes: bool) -> Self {
+        self.partition_series = yes;
         self
     }
 
@@ -293,6 +303,7 @@ impl FlowTasks {
             stop,
             board: self.board.clone(),
             throttle: self.throttle.clone(),
+            partition_series: self.partition_series,
         }
     }
 
