@@ -31,6 +31,23 @@ pub fn cached_high_watermark<C: ConsumerContext>(
     (err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
 }
 
+/// How many events wait in a client's main queue (where a `BaseProducer` gets its delivery
+/// reports): rdkafka's zero-timeout `poll` serves one event per call, and a delivery-report
+/// event covers one partition's batch, so a producer writing to many partitions is polled until
+/// this is 0.
+pub fn queued_events<C: ClientContext>(client: &Client<C>) -> usize {
+    // SAFETY: the client is alive for the call; the queue handle taken here is released here.
+    unsafe {
+        let queue = ffi::rd_kafka_queue_get_main(client.native_ptr());
+        if queue.is_null() {
+            return 0;
+        }
+        let n = ffi::rd_kafka_queue_length(queue);
+        ffi::rd_kafka_queue_destroy(queue);
+        n
+    }
+}
+
 /// A client context's handle on the client that owns it, for what only the client knows (its
 /// fatal error) asked from a callback, which gets the context but not the client.
 ///

@@ -20,7 +20,7 @@ pub mod groups;
 pub mod oauth;
 pub mod source_queue;
 
-pub use client_state::{cached_high_watermark, OwnClient};
+pub use client_state::{cached_high_watermark, queued_events, OwnClient};
 
 /// An ACL operation as librdkafka names it (`RD_KAFKA_ACL_OPERATION_READ`, ...).
 pub use rdkafka_sys::rd_kafka_AclOperation_t as AclOperation;

@@ -221,14 +221,28 @@ pub(super) struct Clients {
     pub(super) source_producer: Option<Detached<Authenticated<BaseProducer>>>,
 }
 
+/// Most queued delivery-report events [`Clients::poll_producer`] serves in one call.
+const MAX_REPORT_EVENTS: usize = 10_000;
+
 impl Clients {
-    /// Serves the producer's delivery reports (waiting up to `timeout` for one).
+    /// Serves the producer's delivery reports (waiting up to `timeout` for one), and then every
+    /// report already queued: a zero-timeout poll serves one event, one event covers one
+    /// partition's batch, so with many partitions acknowledgements (and commits, and the
+    /// record counts) would otherwise trail the target by one loop turn per partition
+    /// (measured: 300 new partitions' counts took 28 s to show). At most
+    /// [`MAX_REPORT_EVENTS`] per call, so a flood cannot hold up the run loop.
     pub(super) fn poll_producer(&self, timeout: Duration) {
         self.producer
             .context()
             .now_ms
             .store(now_ms(), Ordering::Relaxed);
         self.producer.poll(timeout);
+        for _ in 0..MAX_REPORT_EVENTS {
+            if refract_kafka::queued_events(self.producer.client()) == 0 {
+                break;
+            }
+            self.producer.poll(Duration::ZERO);
+        }
     }
 
     /// Waits up to `timeout` for the target to acknowledge everything sent, serving delivery
