@@ -492,6 +492,17 @@ fn mm2_mode_checkpoints_equal_the_mm2_algorithm_on_the_same_syncs() {
 const METRICS: &str = "[metrics]\nlisten = \"127.0.0.1:0\"\n";
 
 /// The `/status` JSON of the refract at `addr`.
+/// `refract status` of the running pipeline, asked at `addr`.
+fn refract_status(refract: &Refract, addr: &str) -> std::process::Output {
+    Refract::output(&[
+        "status",
+        "--config",
+        refract.pipeline.to_str().expect("path"),
+        "--addr",
+        addr,
+    ])
+}
+
 fn status_of(addr: &str) -> serde_json::Value {
     let (code, body) = http(addr, "GET", "/status");
     assert_eq!(code, 200, "{body}");
@@ -600,13 +611,7 @@ fn records_deleted_before_they_were_mirrored_are_reported_and_translated_past() 
         Some(50.0),
         "{metrics}"
     );
-    let out = Refract::output(&[
-        "status",
-        "--config",
-        refract.pipeline.to_str().expect("path"),
-        "--addr",
-        &addr,
-    ]);
+    let out = refract_status(&refract, &addr);
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(
         printed.contains("records lost at the source before they were mirrored: 50"),
@@ -865,13 +870,7 @@ fn a_recreated_source_topic_is_stopped_then_rewound_on_request() {
         error.contains("set on_recreated_topic = \"rewind\" and reload"),
         "{error}"
     );
-    let out = Refract::output(&[
-        "status",
-        "--config",
-        refract.pipeline.to_str().expect("path"),
-        "--addr",
-        &addr,
-    ]);
+    let out = refract_status(&refract, &addr);
     let printed = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{printed}");
     assert!(

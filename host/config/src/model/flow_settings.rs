@@ -22,6 +22,28 @@ use crate::topics::{
 };
 
 impl Builder<'_> {
+    /// A setting whose text names one of a few values: `None` when unset, the value `parse`
+    /// finds, or an error at `key` listing `choices`.
+    fn one_of<T>(
+        &self,
+        raw: Option<Spanned<String>>,
+        key: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        choices: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some(v) = raw else {
+            return Ok(None);
+        };
+        match parse(v.get_ref()) {
+            Some(value) => Ok(Some(value)),
+            None => self.err(
+                v.span(),
+                key.to_string(),
+                format!("unknown value `{}` (use {choices})", v.get_ref()),
+            ),
+        }
+    }
+
     /// `max_bytes_per_second` (bytes, or a size like "2MiB") and `max_records_per_second`.
     fn throttle(
         &self,
@@ -312,38 +334,22 @@ impl Builder<'_> {
                 )
             }
         };
-        let on_recreated_topic = match raw.on_recreated_topic {
-            None => defaults::ON_RECREATED_TOPIC,
-            Some(v) => match OnRecreatedTopic::parse(v.get_ref()) {
-                Some(o) => o,
-                None => {
-                    return self.err(
-                        v.span(),
-                        format!("{key}.on_recreated_topic"),
-                        format!(
-                            "unknown value `{}` (use \"stop\" or \"rewind\")",
-                            v.get_ref()
-                        ),
-                    )
-                }
-            },
-        };
-        let on_lost_records = match raw.on_lost_records {
-            None => defaults::ON_LOST_RECORDS,
-            Some(v) => match OnLostRecords::parse(v.get_ref()) {
-                Some(o) => o,
-                None => {
-                    return self.err(
-                        v.span(),
-                        format!("{key}.on_lost_records"),
-                        format!(
-                            "unknown value `{}` (use \"continue\" or \"halt\")",
-                            v.get_ref()
-                        ),
-                    )
-                }
-            },
-        };
+        let on_recreated_topic = self
+            .one_of(
+                raw.on_recreated_topic,
+                &format!("{key}.on_recreated_topic"),
+                OnRecreatedTopic::parse,
+                "\"stop\" or \"rewind\"",
+            )?
+            .unwrap_or(defaults::ON_RECREATED_TOPIC);
+        let on_lost_records = self
+            .one_of(
+                raw.on_lost_records,
+                &format!("{key}.on_lost_records"),
+                OnLostRecords::parse,
+                "\"continue\" or \"halt\"",
+            )?
+            .unwrap_or(defaults::ON_LOST_RECORDS);
         let tasks = match raw.tasks {
             None => defaults::TASKS,
             Some(t) => match u32::try_from(*t.get_ref()) {
