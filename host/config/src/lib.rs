@@ -6,6 +6,7 @@ mod duration;
 mod error;
 mod files;
 mod flow;
+pub mod keys;
 mod loader;
 mod mm2;
 mod model;

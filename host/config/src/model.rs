@@ -62,11 +62,29 @@ impl Pipeline {
         Self::parse_with_env(path, text, &|name: &str| std::env::var(name))
     }
 
+    /// Validates pipeline text as [`Pipeline::parse`] does, without reading any other file or
+    /// the environment: plugin files are not looked for, and each `${env:…}` / `${file:…}`
+    /// reference is checked for its form only and stands for a placeholder value. For checking
+    /// examples (the documentation's snippets) that name files of another machine.
+    pub fn parse_offline(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let env = |_: &str| Err(std::env::VarError::NotPresent);
+        Self::parse_inner(path, text, &env, true)
+    }
+
     /// [`Pipeline::parse`] with `env` looking up environment variables.
     pub(crate) fn parse_with_env(
         path: &Path,
         text: &str,
         env: EnvLookup<'_>,
+    ) -> Result<Self, ConfigError> {
+        Self::parse_inner(path, text, env, false)
+    }
+
+    fn parse_inner(
+        path: &Path,
+        text: &str,
+        env: EnvLookup<'_>,
+        offline: bool,
     ) -> Result<Self, ConfigError> {
         let loc = Locator::new(path.to_path_buf(), text);
         let raw: RawPipeline = toml::from_str(text).map_err(|e| {
@@ -83,6 +101,7 @@ impl Pipeline {
             loc: &loc,
             base,
             env,
+            offline,
         }
         .pipeline(raw)
     }
@@ -100,6 +119,8 @@ struct Builder<'a> {
     loc: &'a Locator,
     base: PathBuf,
     env: EnvLookup<'a>,
+    /// [`Pipeline::parse_offline`]: no file but the pipeline is read, no variable looked up.
+    offline: bool,
 }
 
 impl Builder<'_> {
@@ -233,6 +254,10 @@ impl Builder<'_> {
         key: &str,
         text: &str,
     ) -> Result<Value, ConfigError> {
+        if self.offline {
+            return crate::secrets::check_form(text)
+                .map_err(|message| self.loc.error(Some(span), key, message));
+        }
         Resolver {
             base: &self.base,
             env: self.env,
@@ -392,6 +417,23 @@ target = "a"
         );
         let cfg: toml::Table = toml::from_str(&p.flows[0].policy.config).unwrap();
         assert_eq!(cfg["rules"][0]["replace"].as_str(), Some("b"));
+    }
+
+    /// Offline, plugin files and references are not looked for; their form still is.
+    #[test]
+    fn offline_parsing_reads_no_other_file() {
+        let text = "[metrics]\nlisten = \"127.0.0.1:9464\"\nreload_token = \"${file:/nope/token}\"\n[cluster]\ninstance = \"${env:NOPE_HOST}\"\n[clusters.a]\nbootstrap = \"${env:NOPE_BOOT}\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\npolicy = { plugin = \"nope/missing.wasm\" }\n";
+        let p = Pipeline::parse_offline(Path::new("/tmp/p.toml"), text).unwrap();
+        assert_eq!(
+            p.flows[0].policy.location,
+            PluginLocation::File("/tmp/nope/missing.wasm".into())
+        );
+        assert!(parse(text).is_err());
+        let bad = text.replace("${env:NOPE_BOOT}", "${vault:x}");
+        let err = Pipeline::parse_offline(Path::new("p.toml"), &bad).unwrap_err();
+        assert_eq!(err.key, "clusters.a.bootstrap", "{err}");
+        let bad = text.replace("target = \"b\"", "target = \"c\"");
+        assert!(Pipeline::parse_offline(Path::new("p.toml"), &bad).is_err());
     }
 
     #[test]

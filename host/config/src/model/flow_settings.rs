@@ -14,6 +14,7 @@ use crate::flow::{
     DeliverySettings, Flow, HeartbeatSettings, OffsetSyncSettings, OffsetSyncsLocation,
     OffsetTranslation, OnLostRecords, OnRecreatedTopic, PluginSpec, Throttle,
 };
+use crate::keys::{self, choices_text};
 use crate::raw::RawFlow;
 use crate::rules::{BUILTIN_POLICIES, COMPRESSION_TYPES};
 use crate::topics::{
@@ -23,13 +24,13 @@ use crate::topics::{
 
 impl Builder<'_> {
     /// A setting whose text names one of a few values: `None` when unset, the value `parse`
-    /// finds, or an error at `key` listing `choices`.
+    /// finds, or an error at `key` listing `choices` (the key's values in [`keys::KEYS`]).
     fn one_of<T>(
         &self,
         raw: Option<Spanned<String>>,
         key: &str,
         parse: impl Fn(&str) -> Option<T>,
-        choices: &str,
+        choices: &[&str],
     ) -> Result<Option<T>, ConfigError> {
         let Some(v) = raw else {
             return Ok(None);
@@ -39,7 +40,11 @@ impl Builder<'_> {
             None => self.err(
                 v.span(),
                 key.to_string(),
-                format!("unknown value `{}` (use {choices})", v.get_ref()),
+                format!(
+                    "unknown value `{}` (use {})",
+                    v.get_ref(),
+                    choices_text(choices)
+                ),
             ),
         }
     }
@@ -177,7 +182,10 @@ impl Builder<'_> {
                     return self.err(
                         v.span(),
                         format!("{key}.offset_syncs_location"),
-                        format!("unknown value `{other}` (use \"source\" or \"target\")"),
+                        format!(
+                            "unknown value `{other}` (use {})",
+                            choices_text(keys::OFFSET_SYNCS_LOCATION)
+                        ),
                     )
                 }
             },
@@ -191,7 +199,10 @@ impl Builder<'_> {
                     return self.err(
                         v.span(),
                         format!("{key}.offset_translation"),
-                        format!("unknown value `{other}` (use \"exact\" or \"mm2\")"),
+                        format!(
+                            "unknown value `{other}` (use {})",
+                            choices_text(keys::OFFSET_TRANSLATION)
+                        ),
                     )
                 }
             },
@@ -205,7 +216,10 @@ impl Builder<'_> {
                     return self.err(
                         v.span(),
                         format!("{key}.use_defaults_from"),
-                        format!("unknown value `{other}` (use \"target\" or \"source\")"),
+                        format!(
+                            "unknown value `{other}` (use {})",
+                            choices_text(keys::USE_DEFAULTS_FROM)
+                        ),
                     )
                 }
             },
@@ -309,7 +323,8 @@ impl Builder<'_> {
                         v.span(),
                         format!("{key}.delivery"),
                         format!(
-                            "unknown value `{other}` (use \"at-least-once\" or \"exactly-once\")"
+                            "unknown value `{other}` (use {})",
+                            choices_text(keys::DELIVERY)
                         ),
                     )
                 }
@@ -328,9 +343,10 @@ impl Builder<'_> {
                     c.span(),
                     format!("{key}.compression"),
                     format!(
-                    "unknown value `{}` (use \"none\", \"gzip\", \"snappy\", \"lz4\" or \"zstd\")",
-                    c.get_ref()
-                ),
+                        "unknown value `{}` (use {})",
+                        c.get_ref(),
+                        choices_text(COMPRESSION_TYPES)
+                    ),
                 )
             }
         };
@@ -339,7 +355,7 @@ impl Builder<'_> {
                 raw.on_recreated_topic,
                 &format!("{key}.on_recreated_topic"),
                 OnRecreatedTopic::parse,
-                "\"stop\" or \"rewind\"",
+                keys::ON_RECREATED_TOPIC,
             )?
             .unwrap_or(defaults::ON_RECREATED_TOPIC);
         let on_lost_records = self
@@ -347,7 +363,7 @@ impl Builder<'_> {
                 raw.on_lost_records,
                 &format!("{key}.on_lost_records"),
                 OnLostRecords::parse,
-                "\"continue\" or \"halt\"",
+                keys::ON_LOST_RECORDS,
             )?
             .unwrap_or(defaults::ON_LOST_RECORDS);
         let tasks = match raw.tasks {

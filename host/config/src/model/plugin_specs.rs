@@ -7,6 +7,7 @@ use super::Builder;
 use crate::duration::{parse_duration, parse_size};
 use crate::error::ConfigError;
 use crate::flow::{OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec};
+use crate::keys::{self, choices_text};
 use crate::raw::{RawPlugin, RawProcessor};
 use crate::rules::BUILTIN_PROCESSORS;
 
@@ -25,8 +26,9 @@ impl Builder<'_> {
                     Some(text.span()),
                     format!("{key}.on_error"),
                     format!(
-                        "unknown value `{}` (use \"dead-letter\", \"skip\" or \"stop\")",
-                        text.get_ref()
+                        "unknown value `{}` (use {})",
+                        text.get_ref(),
+                        choices_text(keys::ON_ERROR)
                     ),
                 )
             })?,
@@ -66,7 +68,7 @@ impl Builder<'_> {
             PluginLocation::Builtin(name)
         } else {
             let path = self.base.join(&name);
-            if !path.is_file() {
+            if !self.offline && !path.is_file() {
                 return self.err(
                     raw.plugin.span(),
                     format!("{key}.plugin"),
