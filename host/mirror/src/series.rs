@@ -1221,4 +1221,187 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
             );
         }
     }
+    /// Every family as a scraper sees it: exposed name → (type, HELP, label → values seen).
+    type Families = std::collections::BTreeMap<
+        String,
+        (
+            String,
+            String,
+            std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        ),
+    >;
+
+    /// Reads an exposition into [`Families`]; a histogram's `_bucket`, `_sum` and `_count`
+    /// samples count as its family's, and its `le` label is left out.
+    fn families(text: &str) -> Families {
+        let mut out = Families::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.entry(name.to_string()).or_default().1 = help.to_string();
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.entry(name.to_string()).or_default().0 = kind.to_string();
+            } else if let Some((name, labels)) = line.split_once('{') {
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| {
+                        name.strip_suffix(suffix)
+                            .filter(|base| out.get(*base).is_some_and(|f| f.0 == "histogram"))
+                    })
+                    .unwrap_or(name);
+                let labels = labels.rsplit_once('}').map_or("", |(l, _)| l);
+                let entry = out.entry(family.to_string()).or_default();
+                for pair in labels.split("\",") {
+                    let Some((label, value)) = pair.split_once("=\"") else {
+                        continue;
+                    };
+                    if label != "le" {
+                        let value = value.trim_end_matches('"').to_string();
+                        entry.2.entry(label.to_string()).or_default().insert(value);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every series registered once, the MirrorMaker 2 ones per partition (`per_partition`)
+    /// or per topic, as the mirror registers them.
+    fn every_series(per_partition: bool) -> String {
+        let m = Metrics::new();
+        let partition = per_partition.then_some(0);
+        m.source_partition("<source>", "<target>", "<topic>", partition)
+            .unwrap();
+        m.checkpoint_latency_ms("<source>", "<target>", "<group>", "<topic>", partition)
+            .unwrap();
+        m.flow("<flow>").unwrap();
+        m.plugin("<plugin>", "<flow>").unwrap();
+        m.reloads(ReloadResult::Ok).unwrap();
+        m.reloads(ReloadResult::Rejected).unwrap();
+        m.partition_errors("<flow>", "<topic>", Some(0), "<reason>")
+            .unwrap();
+        m.partition_degraded("<flow>", "<topic>", Some(0)).unwrap();
+        m.cluster("<flow>").unwrap();
+        m.records_lost("<source>", "<target>", "<topic>", 0)
+            .unwrap();
+        m.render()
+    }
+
+    /// The metrics reference in Markdown: every family with its type, labels and HELP.
+    fn render_reference(header: &str) -> String {
+        let per_partition = families(&every_series(true));
+        let per_topic = families(&every_series(false));
+        let labels =
+            |labels: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>| {
+                let shown: Vec<String> = labels
+                    .iter()
+                    .map(|(label, values)| {
+                        if values.len() > 1 {
+                            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                            format!("`{label}` ({})", values.join(", "))
+                        } else {
+                            format!("`{label}`")
+                        }
+                    })
+                    .collect();
+                if shown.is_empty() {
+                    "none".to_string()
+                } else {
+                    shown.join(", ")
+                }
+            };
+        let cell = |s: &str| s.replace('|', "\\|");
+        let mut out = String::from(header);
+        out.push_str("# Metrics\n\n");
+        out.push_str(
+            "Every series refract exports on `[metrics] listen` at `/metrics`, in the Prometheus \
+             text format. The `kafka_connect_mirror_*` series carry the names and labels \
+             Strimzi's JMX exporter gives MirrorMaker 2's metrics, so MM2 dashboards and alerts \
+             keep working. In cluster mode (`[cluster]`) every series also carries the \
+             process's `instance` label, and the `refract_cluster_*` series exist only for flows \
+             run in cluster mode.\n\n",
+        );
+        out.push_str(
+            "A stat (MirrorMaker 2's `-ms` metrics) is four gauges: the last recorded value and \
+             its `_min`, `_max` and `_avg` over the last 30 seconds (`NaN` when nothing was \
+             recorded in the window). A histogram has `_bucket` (with `le`), `_sum` and `_count` \
+             samples.\n\n",
+        );
+        out.push_str(
+            "With `[metrics] partition_series = false` the series marked so below carry no \
+             `partition` label: one series per topic, its partitions summed up (or, for the \
+             stats, recorded together).\n\n",
+        );
+        out.push_str("| Name | Type | Labels | Help |\n|---|---|---|---|\n");
+        for (name, (kind, help, by_label)) in &per_partition {
+            let stat_part = ["_min", "_max", "_avg"].iter().any(|suffix| {
+                name.strip_suffix(suffix)
+                    .is_some_and(|base| per_partition.contains_key(base))
+            });
+            if stat_part {
+                continue;
+            }
+            let is_stat = per_partition.contains_key(&format!("{name}_avg"));
+            let kind = if is_stat {
+                "stat (gauge + `_min`, `_max`, `_avg`)".to_string()
+            } else {
+                kind.clone()
+            };
+            let help = if is_stat {
+                help.strip_suffix(" (last recorded value)").unwrap_or(help)
+            } else {
+                help.as_str()
+            };
+            let mut shown = labels(by_label);
+            match per_topic.get(name) {
+                Some((_, _, topic_labels)) if topic_labels != by_label => {
+                    shown.push_str(&format!(
+                        "; with `partition_series = false`: {}",
+                        labels(topic_labels)
+                    ));
+                }
+                _ => {}
+            }
+            out.push_str(&format!(
+                "| `{name}` | {kind} | {} | {} |\n",
+                cell(&shown),
+                cell(help)
+            ));
+        }
+        out
+    }
+
+    /// `docs/src/reference/metrics.md` is what the series definitions render to.
+    #[test]
+    fn metrics_reference_is_current() {
+        let test = "metrics_reference_is_current";
+        let header = format!("<!-- generated by refract-mirror's {test} test; do not edit: REFRACT_BLESS=1 cargo test -p refract-mirror --lib {test} -->\n\n");
+        let text = render_reference(&header);
+        for name in ALL {
+            assert!(text.contains(&format!("| `{name}` |")), "{name} is missing");
+        }
+        let path = format!(
+            "{}/../../docs/src/reference/metrics.md",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        if std::env::var_os("REFRACT_BLESS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+            return;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        if text != committed {
+            let at = text
+                .lines()
+                .zip(committed.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| text.lines().count().min(committed.lines().count()));
+            panic!(
+                "docs/src/reference/metrics.md is not what the series definitions generate (first difference at line {}):\n  generated: {:?}\n  committed: {:?}\nregenerate it with `REFRACT_BLESS=1 cargo test -p refract-mirror --lib {test}` and commit it",
+                at + 1,
+                text.lines().nth(at),
+                committed.lines().nth(at)
+            );
+        }
+    }
 }
