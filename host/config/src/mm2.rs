@@ -24,6 +24,8 @@
 
 mod convert;
 mod emit;
+#[cfg(test)]
+mod reference;
 mod security;
 #[cfg(test)]
 mod security_tests;

@@ -25,9 +25,9 @@ pub(super) enum Provider {
     Directory,
 }
 
-const PROVIDER_PACKAGE: &str = "org.apache.kafka.common.config.provider.";
+pub(super) const PROVIDER_PACKAGE: &str = "org.apache.kafka.common.config.provider.";
 
-const PROVIDERS: &[(&str, Provider)] = &[
+pub(super) const PROVIDERS: &[(&str, Provider)] = &[
     ("FileConfigProvider", Provider::File),
     ("EnvVarConfigProvider", Provider::Env),
     ("DirectoryConfigProvider", Provider::Directory),
@@ -35,16 +35,48 @@ const PROVIDERS: &[(&str, Provider)] = &[
 
 const PROVIDERS_KEY: &str = "config.providers";
 
-const PLAIN: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
-const SCRAM: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
-const OAUTHBEARER: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
-const KERBEROS: &str = "com.sun.security.auth.module.Krb5LoginModule";
+pub(super) const PLAIN: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+pub(super) const SCRAM: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+pub(super) const OAUTHBEARER: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+pub(super) const KERBEROS: &str = "com.sun.security.auth.module.Krb5LoginModule";
 /// Kafka's OIDC login callback handler (3.4+ name, then the 3.1–3.3 one).
 const OIDC_HANDLERS: &[&str] = &[
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
 ];
 const ENDPOINT: &str = "sasl.oauthbearer.token.endpoint.url";
+
+/// Key and trust store settings that hold PEM text or the key's password: (Java, librdkafka).
+pub(super) const PEM_SETTINGS: &[(&str, &str)] = &[
+    ("ssl.truststore.certificates", "ssl.ca.pem"),
+    ("ssl.keystore.certificate.chain", "ssl.certificate.pem"),
+    ("ssl.keystore.key", "ssl.key.pem"),
+    ("ssl.key.password", "ssl.key.password"),
+];
+
+/// `OAuthBearerLoginModule` options with an OIDC token endpoint: (JAAS option, librdkafka
+/// setting, the Java setting that may give it instead, or empty).
+pub(super) const OIDC_OPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "clientId",
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.credentials.client.id",
+    ),
+    (
+        "clientSecret",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.client.credentials.client.secret",
+    ),
+    ("scope", "sasl.oauthbearer.scope", ""),
+];
+
+/// `Krb5LoginModule` options and their librdkafka settings.
+pub(super) const KERBEROS_OPTIONS: &[(&str, &str)] = &[
+    ("keyTab", "sasl.kerberos.keytab"),
+    ("principal", "sasl.kerberos.principal"),
+    ("serviceName", "sasl.kerberos.service.name"),
+];
 
 /// A Java key or trust store's format, as Kafka reads `ssl.*store.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,13 +397,16 @@ impl Converter<'_> {
                 .or_else(|| context.and_then(|c| c.get(name)))
                 .cloned()
         };
+        // PEM text and the key's password: the same setting under librdkafka's name.
+        for (java, librdkafka) in PEM_SETTINGS {
+            if let Some(p) = keys.remove(*java) {
+                let value = self.references(&p, p.value.trim())?;
+                self.put(table, librdkafka, value, &p);
+            }
+        }
         // Trust store → CA certificates.
         let trust_type = in_context(keys, "ssl.truststore.type");
         keys.remove("ssl.truststore.type");
-        if let Some(certs) = keys.remove("ssl.truststore.certificates") {
-            let value = self.references(&certs, certs.value.trim())?;
-            self.put(table, "ssl.ca.pem", value, &certs);
-        }
         let trust_password = keys.remove("ssl.truststore.password");
         if let Some(location) = keys.remove("ssl.truststore.location") {
             let path = location.value.trim();
@@ -406,14 +441,6 @@ impl Converter<'_> {
         // Key store → client certificate and key.
         let key_type = in_context(keys, "ssl.keystore.type");
         keys.remove("ssl.keystore.type");
-        if let Some(chain) = keys.remove("ssl.keystore.certificate.chain") {
-            let value = self.references(&chain, chain.value.trim())?;
-            self.put(table, "ssl.certificate.pem", value, &chain);
-        }
-        if let Some(key) = keys.remove("ssl.keystore.key") {
-            let value = self.references(&key, key.value.trim())?;
-            self.put(table, "ssl.key.pem", value, &key);
-        }
         let key_store_password = keys.remove("ssl.keystore.password");
         let mut password_used = false;
         if let Some(location) = keys.remove("ssl.keystore.location") {
@@ -448,10 +475,6 @@ impl Converter<'_> {
                 p.key, p.line
             );
             self.note(Some(p.line), note);
-        }
-        if let Some(p) = keys.remove("ssl.key.password") {
-            let value = self.references(&p, p.value.trim())?;
-            self.put(table, "ssl.key.password", value, &p);
         }
         // SASL login.
         let endpoint = in_context(keys, ENDPOINT);
@@ -531,19 +554,7 @@ impl Converter<'_> {
                     "sasl.oauthbearer.method".into(),
                     ("oidc".into(), Origin::from(prop)),
                 );
-                for (java, librdkafka, alias) in [
-                    (
-                        "clientId",
-                        "sasl.oauthbearer.client.id",
-                        "sasl.oauthbearer.client.credentials.client.id",
-                    ),
-                    (
-                        "clientSecret",
-                        "sasl.oauthbearer.client.secret",
-                        "sasl.oauthbearer.client.credentials.client.secret",
-                    ),
-                    ("scope", "sasl.oauthbearer.scope", ""),
-                ] {
+                for (java, librdkafka, alias) in OIDC_OPTIONS {
                     match self.jaas_option(&module, prop, java)? {
                         Some(value) => self.put(table, librdkafka, value, prop),
                         None if alias.is_empty() || is_set(alias) => {}
@@ -591,11 +602,7 @@ impl Converter<'_> {
                 ));
             }
         } else if is_class(class, KERBEROS) {
-            for (java, librdkafka) in [
-                ("keyTab", "sasl.kerberos.keytab"),
-                ("principal", "sasl.kerberos.principal"),
-                ("serviceName", "sasl.kerberos.service.name"),
-            ] {
+            for (java, librdkafka) in KERBEROS_OPTIONS {
                 if let Some(value) = self.jaas_option(&module, prop, java)? {
                     if !is_set(librdkafka) {
                         self.put(table, librdkafka, value, prop);

@@ -127,16 +127,25 @@ pub(super) const DEFAULT_CLASSES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Why a Kafka Connect setting refract has no use for is ignored, if `key` is one.
+/// Kafka Connect settings refract has no use for, by prefix, and why they are ignored.
+pub(super) const NOT_NEEDED: &[(&[&str], &str)] = &[
+    (
+        &["key.converter", "value.converter", "header.converter"],
+        "refract copies keys, values and headers as bytes, like MM2's ByteArrayConverter",
+    ),
+    (
+        &["offset.storage.", "config.storage.", "status.storage."],
+        "refract keeps no Kafka Connect state topics of its own: at-least-once progress is committed to the source group refract-<source>-<target>; the offsets topic is read to take over from MM2 and written by exactly-once flows, created when missing with internal_replication_factor",
+    ),
+];
+
+/// Why a Kafka Connect setting refract has no use for is ignored, if `key` is one
+/// ([`NOT_NEEDED`]).
 pub(super) fn not_needed(key: &str) -> Option<&'static str> {
-    let starts = |prefixes: &[&str]| prefixes.iter().any(|p| key.starts_with(p));
-    if starts(&["key.converter", "value.converter", "header.converter"]) {
-        Some("refract copies keys, values and headers as bytes, like MM2's ByteArrayConverter")
-    } else if starts(&["offset.storage.", "config.storage.", "status.storage."]) {
-        Some("refract keeps no Kafka Connect state topics of its own: at-least-once progress is committed to the source group refract-<source>-<target>; the offsets topic is read to take over from MM2 and written by exactly-once flows, created when missing with internal_replication_factor")
-    } else {
-        None
-    }
+    NOT_NEEDED
+        .iter()
+        .find(|(prefixes, _)| prefixes.iter().any(|p| key.starts_with(p)))
+        .map(|(_, reason)| *reason)
 }
 
 /// Java client settings that librdkafka reads under the same name with the same meaning.
@@ -202,14 +211,26 @@ pub(super) fn client_key(java: &str) -> ClientKey {
     if let Some((_, renamed)) = LIBRDKAFKA_RENAMED.iter().find(|(k, _)| *k == java) {
         return ClientKey::Pass(renamed);
     }
-    ClientKey::Unsupported(if java.starts_with("ssl.truststore.") {
-        Some("librdkafka reads CA certificates from PEM: set ssl.ca.location in the cluster's client table in the converted pipeline")
-    } else if java.starts_with("ssl.keystore.") || java == "ssl.key.password" {
-        Some("librdkafka reads the client certificate from PEM (ssl.certificate.location, ssl.key.location, ssl.key.password) or PKCS#12 (ssl.keystore.location, ssl.keystore.password); set them in the cluster's client table in the converted pipeline")
-    } else {
-        None
-    })
+    ClientKey::Unsupported(
+        JAVA_ONLY
+            .iter()
+            .find(|(pattern, _)| match pattern.strip_suffix('*') {
+                Some(prefix) => java.starts_with(prefix),
+                None => java == *pattern,
+            })
+            .map(|(_, hint)| *hint),
+    )
 }
+
+/// Java-only client settings (left after the store conversion in `security`) and what to do
+/// instead; a name ending in `*` is a prefix.
+pub(super) const JAVA_ONLY: &[(&str, &str)] = &[
+    ("ssl.truststore.*", "librdkafka reads CA certificates from PEM: set ssl.ca.location in the cluster's client table in the converted pipeline"),
+    ("ssl.keystore.*", KEYSTORE_HINT),
+    ("ssl.key.password", KEYSTORE_HINT),
+];
+
+const KEYSTORE_HINT: &str = "librdkafka reads the client certificate from PEM (ssl.certificate.location, ssl.key.location, ssl.key.password) or PKCS#12 (ssl.keystore.location, ssl.keystore.password); set them in the cluster's client table in the converted pipeline";
 
 /// Whether a per-cluster key is one MM2 gives that cluster's clients (besides bootstrap).
 pub(super) fn is_cluster_client_key(key: &str) -> bool {
