@@ -1,6 +1,8 @@
 //! `refract`: mirror Kafka topics between clusters, naming them with WebAssembly policies.
 
 mod demo;
+#[cfg(test)]
+mod docs_tests;
 mod endpoints;
 mod mm2_cmds;
 mod plugin_new;

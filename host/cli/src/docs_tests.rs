@@ -1,0 +1,562 @@
+//! The documentation against the code: `docs/src/reference/cli.md` is generated from the CLI's
+//! own definition, and every example in `README.md` and `docs/**/*.md` is checked: each TOML
+//! block (unless marked `toml,fragment`) parses as a pipeline, and each `refract …` line of a
+//! shell block parses as a command line.
+
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+
+use crate::Cli;
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLI reference.
+
+fn styled(s: Option<&clap::builder::StyledStr>) -> String {
+    s.map(|s| s.to_string()).unwrap_or_default()
+}
+
+/// A Markdown table cell: no pipes, no line breaks.
+fn cell(s: &str) -> String {
+    s.trim().replace('|', "\\|").replace('\n', " ")
+}
+
+/// How an argument is written: `--name <VALUE>`, `-s, --name`, `<NAME>`.
+fn written(arg: &clap::Arg) -> String {
+    let values: Vec<String> = arg
+        .get_value_names()
+        .map(|names| names.iter().map(|n| format!("<{n}>")).collect())
+        .unwrap_or_else(|| vec![format!("<{}>", arg.get_id().as_str().to_uppercase())]);
+    let takes_value = arg.get_num_args().is_some_and(|n| n.takes_values());
+    let many = arg
+        .get_num_args()
+        .is_some_and(|n| n.max_values() > 1 || n.max_values() == usize::MAX);
+    let mut value = values.join(" ");
+    if many {
+        value.push_str("...");
+    }
+    if arg.is_positional() {
+        return value;
+    }
+    let mut names = Vec::new();
+    if let Some(s) = arg.get_short() {
+        names.push(format!("-{s}"));
+    }
+    if let Some(l) = arg.get_long() {
+        names.push(format!("--{l}"));
+    }
+    let mut out = names.join(", ");
+    if takes_value {
+        out.push(' ');
+        out.push_str(&value);
+    }
+    out
+}
+
+/// One command's section, then its subcommands', depth first.
+fn render_command(cmd: &mut clap::Command, path: &str, out: &mut String) {
+    let usage = cmd.render_usage().to_string();
+    let usage = usage.trim().trim_start_matches("Usage:").trim();
+    out.push_str(&format!("\n## `{path}`\n\n"));
+    let about = styled(cmd.get_long_about().or(cmd.get_about()));
+    if !about.is_empty() {
+        out.push_str(&format!("{}\n\n", about.trim()));
+    }
+    out.push_str(&format!("```text\n{usage}\n```\n"));
+    let top = !path.contains(' ');
+    let args: Vec<&clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+        .filter(|a| top || !a.is_global_set())
+        .collect();
+    if !args.is_empty() {
+        out.push_str("\n| Argument | Default | Description |\n|---|---|---|\n");
+    }
+    for arg in args {
+        let mut description = styled(arg.get_long_help().or(arg.get_help()))
+            .trim()
+            .to_string();
+        if !description.is_empty() && !description.ends_with('.') {
+            description.push('.');
+        }
+        let values: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
+        if !values.is_empty() {
+            description.push_str(&format!(" Values: {}.", values.join(", ")));
+        }
+        if arg.is_required_set() {
+            description.push_str(" Required.");
+        }
+        if arg.is_global_set() {
+            description.push_str(" Accepted by every subcommand.");
+        }
+        let flag = matches!(
+            arg.get_action(),
+            clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count
+        );
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| format!("`{}`", v.to_string_lossy()))
+            .collect();
+        let default = if defaults.is_empty() || flag {
+            String::new()
+        } else {
+            defaults.join(", ")
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            cell(&written(arg)),
+            cell(&default),
+            cell(&description)
+        ));
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        if let Some(sub) = cmd.find_subcommand_mut(&name) {
+            render_command(sub, &format!("{path} {name}"), out);
+        }
+    }
+}
+
+/// The CLI reference in Markdown: every command, its usage and every argument.
+fn render_cli_reference(header: &str) -> String {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut out = String::from(header);
+    out.push_str("# Command line\n\n");
+    out.push_str(
+        "Every `refract` command with its arguments, as `refract <command> --help` shows them. \
+         Every command also takes `-h`/`--help`; `refract --version` prints the version.\n",
+    );
+    render_command(&mut cmd, "refract", &mut out);
+    out
+}
+
+/// Compares a generated page with the committed `docs/src/reference/<name>`;
+/// `REFRACT_BLESS=1` writes it instead.
+fn assert_page(name: &str, test: &str, text: &str) {
+    let path = root().join("docs/src/reference").join(name);
+    if std::env::var_os("REFRACT_BLESS").is_some() {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if text != committed {
+        let at = text
+            .lines()
+            .zip(committed.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| text.lines().count().min(committed.lines().count()));
+        panic!(
+            "docs/src/reference/{name} is not what the code generates (first difference at line {}):\n  generated: {:?}\n  committed: {:?}\nregenerate it with `REFRACT_BLESS=1 cargo test -p refract --bin refract {test}` and commit it",
+            at + 1,
+            text.lines().nth(at),
+            committed.lines().nth(at)
+        );
+    }
+}
+
+#[test]
+fn cli_reference_is_current() {
+    let test = "cli_reference_is_current";
+    let header = format!("<!-- generated by the refract binary's {test} test; do not edit: REFRACT_BLESS=1 cargo test -p refract --bin refract {test} -->\n\n");
+    assert_page("cli.md", test, &render_cli_reference(&header));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The examples.
+
+/// A fenced block: its info string, the line of its first content line, its lines.
+struct Block {
+    info: String,
+    line: usize,
+    text: String,
+}
+
+/// The fenced code blocks of a Markdown text (```` ``` ```` or `~~~`, indented or not).
+fn blocks(markdown: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, usize, String, Block)> = None;
+    for (i, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match &mut open {
+            None => {
+                for fence in ["```", "~~~"] {
+                    if let Some(info) = trimmed.strip_prefix(fence) {
+                        let extra = info
+                            .chars()
+                            .take_while(|c| *c == fence.as_bytes()[0] as char);
+                        let fence = format!("{fence}{}", extra.collect::<String>());
+                        open = Some((
+                            fence.clone(),
+                            indent,
+                            String::new(),
+                            Block {
+                                info: trimmed[fence.len()..].trim().to_string(),
+                                line: i + 2,
+                                text: String::new(),
+                            },
+                        ));
+                        break;
+                    }
+                }
+            }
+            Some((fence, fence_indent, _, block)) => {
+                if trimmed.starts_with(fence.as_str()) && trimmed.trim_end() == fence.as_str() {
+                    let (_, _, _, block) = open.take().unwrap();
+                    out.push(block);
+                    continue;
+                }
+                let strip = (*fence_indent).min(indent);
+                block.text.push_str(&line[strip..]);
+                block.text.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// `README.md` and every Markdown file under `docs/` (not the built book).
+fn markdown_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "book") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let root = root();
+    let mut files = vec![root.join("README.md")];
+    walk(&root.join("docs"), &mut files);
+    files
+}
+
+/// mdBook's `{{#include path}}` (also `path:from:to` lines and `path:anchor`), relative to
+/// the Markdown file's folder.
+fn expand_includes(md: &Path, text: &str) -> Result<String, String> {
+    let mut out = String::new();
+    for line in text.lines() {
+        let Some(spec) = line
+            .trim()
+            .strip_prefix("{{#include ")
+            .and_then(|s| s.strip_suffix("}}"))
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let mut parts = spec.trim().splitn(2, ':');
+        let file = parts.next().unwrap_or_default();
+        let path = md.parent().unwrap_or(Path::new(".")).join(file);
+        let content = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{{{{#include {spec}}}}}: {}: {e}", path.display()))?;
+        let lines: Vec<&str> = content.lines().collect();
+        let picked: Vec<&str> = match parts.next() {
+            None => lines,
+            Some(range)
+                if range
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit() || c == ':') =>
+            {
+                let (from, to) = range.split_once(':').unwrap_or((range, range));
+                let from = from.parse::<usize>().unwrap_or(1).max(1) - 1;
+                let to = to.parse::<usize>().unwrap_or(lines.len()).min(lines.len());
+                lines.get(from..to).unwrap_or_default().to_vec()
+            }
+            Some(anchor) => lines
+                .iter()
+                .skip_while(|l| !l.contains(&format!("ANCHOR: {anchor}")))
+                .skip(1)
+                .take_while(|l| !l.contains(&format!("ANCHOR_END: {anchor}")))
+                .copied()
+                .collect(),
+        };
+        for l in picked {
+            if !l.contains("ANCHOR") {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Shell words of one command line: quotes and backslashes as a POSIX shell reads them, a
+/// `#` comment dropped, and nothing after the first `|`, `;`, `&`, `>` or `<` outside quotes.
+fn shell_words(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => {
+                if let Some(w) = word.take() {
+                    words.push(w);
+                }
+            }
+            '#' if word.is_none() => break,
+            '|' | ';' | '&' | '>' | '<' => {
+                // A redirection's file descriptor (`2>`) belongs to it, not to the command.
+                if matches!(c, '>' | '<')
+                    && word
+                        .as_deref()
+                        .is_some_and(|w| w.chars().all(|d| d.is_ascii_digit()))
+                {
+                    word = None;
+                }
+                break;
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err("unterminated '".into()),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => w.push(c),
+                            Some(c) => {
+                                w.push('\\');
+                                w.push(c);
+                            }
+                            None => return Err("unterminated \"".into()),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err("unterminated \"".into()),
+                    }
+                }
+            }
+            '\\' => {
+                if let Some(c) = chars.next() {
+                    word.get_or_insert_with(String::new).push(c);
+                }
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if let Some(w) = word {
+        words.push(w);
+    }
+    Ok(words)
+}
+
+/// The `refract …` command lines of a shell block: (line, words). A line ending in `\`
+/// continues on the next; a `$ ` prompt and leading `NAME=value` assignments are skipped.
+fn command_lines(block: &Block) -> Vec<(usize, Result<Vec<String>, String>)> {
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, line) in block.text.lines().enumerate() {
+        let (start, mut text) = match pending.take() {
+            Some((start, text)) => (start, text),
+            None => (block.line + i, String::new()),
+        };
+        let trimmed = line.trim_end();
+        if let Some(head) = trimmed.strip_suffix('\\') {
+            text.push_str(head);
+            text.push(' ');
+            pending = Some((start, text));
+            continue;
+        }
+        text.push_str(trimmed);
+        let command = text.trim_start();
+        let command = command.strip_prefix("$ ").unwrap_or(command);
+        let words = match shell_words(command) {
+            Ok(words) => words,
+            Err(e) => {
+                if command.contains("refract ") {
+                    out.push((start, Err(e)));
+                }
+                continue;
+            }
+        };
+        let at = words
+            .iter()
+            .position(|w| !w.contains('=') || w.starts_with('-'))
+            .unwrap_or(words.len());
+        let words = &words[at..];
+        match words.first().map(String::as_str) {
+            // `refract …`, or the binary by its path (`./target/release/refract …`).
+            Some(first) if first == "refract" || first.ends_with("/refract") => {
+                let mut line = vec!["refract".to_string()];
+                line.extend(words[1..].iter().cloned());
+                out.push((start, Ok(line)));
+            }
+            // `cargo run … -p refract -- …`.
+            Some("cargo") if words.get(1).map(String::as_str) == Some("run") => {
+                let builds_refract = words.windows(2).any(|w| {
+                    matches!(w[0].as_str(), "-p" | "--package" | "--bin") && w[1] == "refract"
+                });
+                if let (true, Some(dashes)) = (builds_refract, words.iter().position(|w| w == "--"))
+                {
+                    let mut line = vec!["refract".to_string()];
+                    line.extend(words[dashes + 1..].iter().cloned());
+                    out.push((start, Ok(line)));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every example of every Markdown file, checked; the problems as `file:line: what`.
+fn check_examples() -> (usize, usize, Vec<String>) {
+    let root = root();
+    let mut problems = Vec::new();
+    let (mut pipelines, mut commands) = (0, 0);
+    for file in markdown_files() {
+        let shown = file
+            .strip_prefix(&root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            problems.push(format!("{shown}: cannot be read"));
+            continue;
+        };
+        for block in blocks(&text) {
+            let info: Vec<&str> = block
+                .info
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+                .collect();
+            match info.first().copied() {
+                Some("toml") if !info.contains(&"fragment") => {
+                    pipelines += 1;
+                    let toml = match expand_includes(&file, &block.text) {
+                        Ok(toml) => toml,
+                        Err(e) => {
+                            problems.push(format!("{shown}:{}: {e}", block.line));
+                            continue;
+                        }
+                    };
+                    if let Err(e) = refract_config::Pipeline::parse_offline(&file, &toml) {
+                        let line = block.line + e.line.map_or(0, |l| l - 1);
+                        problems.push(format!(
+                            "{shown}:{line}: this TOML block is not a valid pipeline (mark a part of one ```toml,fragment): {}{}",
+                            if e.key.is_empty() { String::new() } else { format!("{}: ", e.key) },
+                            e.message
+                        ));
+                    }
+                }
+                Some("sh" | "bash" | "console" | "shell") => {
+                    for (line, words) in command_lines(&block) {
+                        commands += 1;
+                        let result = words.and_then(|words| {
+                            match Cli::command().try_get_matches_from(&words) {
+                                Ok(_) => Ok(()),
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        clap::error::ErrorKind::DisplayHelp
+                                            | clap::error::ErrorKind::DisplayVersion
+                                    ) =>
+                                {
+                                    Ok(())
+                                }
+                                Err(e) => Err(e.to_string()),
+                            }
+                        });
+                        if let Err(e) = result {
+                            let first = e.lines().next().unwrap_or_default();
+                            problems.push(format!(
+                                "{shown}:{line}: this command line does not parse: {first}"
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    (pipelines, commands, problems)
+}
+
+#[test]
+fn docs_examples_parse() {
+    let (pipelines, commands, problems) = check_examples();
+    assert!(
+        pipelines > 0 && commands > 0,
+        "no examples found ({pipelines} pipelines, {commands} command lines)"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} of {pipelines} pipelines and {commands} command lines in README.md and docs/ do not parse:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn shell_lines_split_as_a_shell_splits_them() {
+    let words = |s: &str| shell_words(s).unwrap();
+    assert_eq!(
+        words(r#"refract run "my pipeline.toml" --clusters a b # comment"#),
+        ["refract", "run", "my pipeline.toml", "--clusters", "a", "b"]
+    );
+    assert_eq!(
+        words(r#"refract status --config 'p.toml' 2>&1 | jq ."#),
+        ["refract", "status", "--config", "p.toml"]
+    );
+    assert_eq!(words(r#"refract a\ b "x\"y""#), ["refract", "a b", "x\"y"]);
+    let block = Block {
+        info: "sh".into(),
+        line: 10,
+        text: "$ RUST_LOG=debug refract run \\\n    pipeline.toml \\\n    --drain-timeout 5s\necho refract\ncargo build\ncargo run --release -p refract -- demo\n./target/release/refract check p.toml\n".into(),
+    };
+    let lines: Vec<(usize, Vec<String>)> = command_lines(&block)
+        .into_iter()
+        .map(|(l, w)| (l, w.unwrap()))
+        .collect();
+    let line = |at: usize, words: &[&str]| (at, words.iter().map(|w| w.to_string()).collect());
+    assert_eq!(
+        lines,
+        [
+            line(
+                10,
+                &["refract", "run", "pipeline.toml", "--drain-timeout", "5s"]
+            ),
+            line(15, &["refract", "demo"]),
+            line(16, &["refract", "check", "p.toml"]),
+        ]
+    );
+    let md = "a\n```toml,fragment\nx = 1\n```\n  ```sh\n  refract demo\n  ```\n";
+    let b = blocks(md);
+    assert_eq!(b.len(), 2);
+    assert_eq!((b[0].info.as_str(), b[0].line), ("toml,fragment", 3));
+    assert_eq!((b[1].text.as_str(), b[1].line), ("refract demo\n", 6));
+}
