@@ -321,6 +321,18 @@ fn shell_words(line: &str) -> Result<Vec<String>, String> {
                 }
             }
             '#' if word.is_none() => break,
+            // A placeholder such as `<pipeline.toml>` or `<SOURCE->TARGET>` is a word, not a
+            // redirection: the documentation writes them for values the reader fills in.
+            '<' if chars.peek().is_some_and(|n| n.is_ascii_alphabetic()) => {
+                let w = word.get_or_insert_with(String::new);
+                w.push('<');
+                while let Some(n) = chars.next() {
+                    w.push(n);
+                    if n == '>' && chars.peek().is_none_or(|after| after.is_whitespace()) {
+                        break;
+                    }
+                }
+            }
             '|' | ';' | '&' | '>' | '<' => {
                 // A redirection's file descriptor (`2>`) belongs to it, not to the command.
                 if matches!(c, '>' | '<')
@@ -393,7 +405,12 @@ fn command_lines(block: &Block) -> Vec<(usize, Result<Vec<String>, String>)> {
         }
         text.push_str(trimmed);
         let command = text.trim_start();
-        let command = command.strip_prefix("$ ").unwrap_or(command);
+        // In a console block only the prompted lines are commands; the rest is their output.
+        let command = match command.strip_prefix("$ ") {
+            Some(prompted) => prompted,
+            None if block.info.starts_with("console") => continue,
+            None => command,
+        };
         let words = match shell_words(command) {
             Ok(words) => words,
             Err(e) => {
@@ -448,59 +465,70 @@ fn check_examples() -> (usize, usize, Vec<String>) {
             problems.push(format!("{shown}: cannot be read"));
             continue;
         };
-        for block in blocks(&text) {
-            let info: Vec<&str> = block
-                .info
-                .split(|c: char| c == ',' || c.is_whitespace())
-                .filter(|s| !s.is_empty())
-                .collect();
-            match info.first().copied() {
-                Some("toml") if !info.contains(&"fragment") => {
-                    pipelines += 1;
-                    let toml = match expand_includes(&file, &block.text) {
-                        Ok(toml) => toml,
-                        Err(e) => {
-                            problems.push(format!("{shown}:{}: {e}", block.line));
-                            continue;
-                        }
-                    };
-                    if let Err(e) = refract_config::Pipeline::parse_offline(&file, &toml) {
-                        let line = block.line + e.line.map_or(0, |l| l - 1);
+        let (p, c, mut found) = check_markdown(&file, &shown, &text);
+        pipelines += p;
+        commands += c;
+        problems.append(&mut found);
+    }
+    (pipelines, commands, problems)
+}
+
+/// The examples of one Markdown file (`file`, shown as `shown`), checked: how many pipelines
+/// and command lines it has, and the problems as `file:line: what`.
+fn check_markdown(file: &Path, shown: &str, text: &str) -> (usize, usize, Vec<String>) {
+    let mut problems = Vec::new();
+    let (mut pipelines, mut commands) = (0, 0);
+    for block in blocks(text) {
+        let info: Vec<&str> = block
+            .info
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .collect();
+        match info.first().copied() {
+            Some("toml") if !info.contains(&"fragment") => {
+                pipelines += 1;
+                let toml = match expand_includes(file, &block.text) {
+                    Ok(toml) => toml,
+                    Err(e) => {
+                        problems.push(format!("{shown}:{}: {e}", block.line));
+                        continue;
+                    }
+                };
+                if let Err(e) = refract_config::Pipeline::parse_offline(file, &toml) {
+                    let line = block.line + e.line.map_or(0, |l| l - 1);
+                    problems.push(format!(
+                        "{shown}:{line}: this TOML block is not a valid pipeline (mark a part of one ```toml,fragment): {}{}",
+                        if e.key.is_empty() { String::new() } else { format!("{}: ", e.key) },
+                        e.message
+                    ));
+                }
+            }
+            Some("sh" | "bash" | "console" | "shell") => {
+                for (line, words) in command_lines(&block) {
+                    commands += 1;
+                    let result =
+                        words.and_then(|words| match Cli::command().try_get_matches_from(&words) {
+                            Ok(_) => Ok(()),
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    clap::error::ErrorKind::DisplayHelp
+                                        | clap::error::ErrorKind::DisplayVersion
+                                ) =>
+                            {
+                                Ok(())
+                            }
+                            Err(e) => Err(e.to_string()),
+                        });
+                    if let Err(e) = result {
+                        let first = e.lines().next().unwrap_or_default();
                         problems.push(format!(
-                            "{shown}:{line}: this TOML block is not a valid pipeline (mark a part of one ```toml,fragment): {}{}",
-                            if e.key.is_empty() { String::new() } else { format!("{}: ", e.key) },
-                            e.message
+                            "{shown}:{line}: this command line does not parse: {first}"
                         ));
                     }
                 }
-                Some("sh" | "bash" | "console" | "shell") => {
-                    for (line, words) in command_lines(&block) {
-                        commands += 1;
-                        let result = words.and_then(|words| {
-                            match Cli::command().try_get_matches_from(&words) {
-                                Ok(_) => Ok(()),
-                                Err(e)
-                                    if matches!(
-                                        e.kind(),
-                                        clap::error::ErrorKind::DisplayHelp
-                                            | clap::error::ErrorKind::DisplayVersion
-                                    ) =>
-                                {
-                                    Ok(())
-                                }
-                                Err(e) => Err(e.to_string()),
-                            }
-                        });
-                        if let Err(e) = result {
-                            let first = e.lines().next().unwrap_or_default();
-                            problems.push(format!(
-                                "{shown}:{line}: this command line does not parse: {first}"
-                            ));
-                        }
-                    }
-                }
-                _ => {}
             }
+            _ => {}
         }
     }
     (pipelines, commands, problems)
@@ -521,6 +549,25 @@ fn docs_examples_parse() {
     );
 }
 
+/// A pipeline or a command line that does not parse is found and named by file and line.
+#[test]
+fn bad_examples_are_named_by_file_and_line() {
+    let md = "# x\n\n```toml\n[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopicz = [\"x\"]\n```\n\n```toml,fragment\n[[flow]]\ndelivery = \"exactly-once\"\n```\n\n```sh\nrefract run p.toml \\\n  --drain-timeout 5s\nrefract check --nope p.toml   # a flag that does not exist\n```\n\n```console\n$ refract demo\nrefract demo: nothing to see\n```\n";
+    let (pipelines, commands, problems) = check_markdown(Path::new("/x/y.md"), "y.md", md);
+    assert_eq!((pipelines, commands), (1, 3), "{problems:?}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].starts_with("y.md:11: this TOML block is not a valid pipeline")
+            && problems[0].contains("unknown field `topicz`"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].starts_with("y.md:22: this command line does not parse")
+            && problems[1].contains("--nope"),
+        "{problems:?}"
+    );
+}
+
 #[test]
 fn shell_lines_split_as_a_shell_splits_them() {
     let words = |s: &str| shell_words(s).unwrap();
@@ -533,6 +580,17 @@ fn shell_lines_split_as_a_shell_splits_them() {
         ["refract", "status", "--config", "p.toml"]
     );
     assert_eq!(words(r#"refract a\ b "x\"y""#), ["refract", "a b", "x\"y"]);
+    assert_eq!(
+        words("refract verify --config <pipeline.toml> --flow <SOURCE->TARGET> < in"),
+        [
+            "refract",
+            "verify",
+            "--config",
+            "<pipeline.toml>",
+            "--flow",
+            "<SOURCE->TARGET>"
+        ]
+    );
     let block = Block {
         info: "sh".into(),
         line: 10,
