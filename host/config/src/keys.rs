@@ -278,6 +278,41 @@ pub const KEYS: &[KeyDoc] = &[
     key("cluster.session_timeout", "duration", KeyDefault::Duration(defaults::SESSION_TIMEOUT), "How long a process may stop answering before its tasks move to the others; from 1s to 30m."),
 ];
 
+impl KeyDoc {
+    /// The key as written in its table: the last part of its path.
+    pub fn name(&self) -> &'static str {
+        self.path.rsplit('.').next().unwrap_or(self.path)
+    }
+}
+
+/// The documented key whose name is closest to `unknown` (at most two edits away), for the
+/// error about a key the pipeline may not hold.
+pub(crate) fn closest(unknown: &str) -> Option<&'static KeyDoc> {
+    KEYS.iter()
+        .map(|k| (edit_distance(unknown, k.name()), k))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// `values` as a validation message lists them: `"a", "b" or "c"`.
 pub(crate) fn choices_text(values: &[&str]) -> String {
     let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
@@ -589,6 +624,29 @@ pub(crate) mod tests {
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
         assert!(checked > 40, "only {checked} defaults checked");
+    }
+
+    /// An unknown key is answered with the documented key it most likely meant.
+    #[test]
+    fn unknown_keys_suggest_the_documented_one() {
+        let text = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopicz = [\"x\"]\n";
+        let e = Pipeline::parse(Path::new("p.toml"), text).unwrap_err();
+        assert_eq!((e.key.as_str(), e.line), ("topicz", Some(8)));
+        assert!(
+            e.message.starts_with("unknown field `topicz`, expected one of")
+                && e.message.ends_with(
+                    "; did you mean `topics`? (flow.topics: Source topics to mirror; each regex matches whole topic names.)"
+                ),
+            "{e}"
+        );
+        let far = text.replace("topicz", "colour");
+        let e = Pipeline::parse(Path::new("p.toml"), &far).unwrap_err();
+        assert!(!e.message.contains("did you mean"), "{e}");
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(
+            closest("heartbeat_intervals").map(|k| k.path),
+            Some("flow.heartbeat_interval")
+        );
     }
 
     #[test]

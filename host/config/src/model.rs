@@ -94,7 +94,18 @@ impl Pipeline {
                 .nth(1)
                 .unwrap_or_default()
                 .to_string();
-            loc.error(e.span(), key, e.message().trim().to_string())
+            let mut message = e.message().trim().to_string();
+            if message.starts_with("unknown field") {
+                if let Some(known) = crate::keys::closest(&key) {
+                    message.push_str(&format!(
+                        "; did you mean `{}`? ({}: {})",
+                        known.name(),
+                        known.path,
+                        known.description
+                    ));
+                }
+            }
+            loc.error(e.span(), key, message)
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Builder {
