@@ -71,6 +71,26 @@ const CLUSTER_TASKS: u32 = 6;
 /// `[cluster] session_timeout` in the cluster-mode scenarios.
 const CLUSTER_SESSION_TIMEOUT: &str = "10s";
 
+/// The source topics: `bench`, or `bench-0000`, `bench-0001`, … with `--topics` above 1.
+fn topic_names(opts: &Opts) -> Vec<String> {
+    if opts.topics <= 1 {
+        vec![TOPIC.into()]
+    } else {
+        (0..opts.topics)
+            .map(|i| format!("{TOPIC}-{i:04}"))
+            .collect()
+    }
+}
+
+/// The source topics as the flow's `topics` entry and MM2's `topics` (a regular expression).
+fn topic_selection(opts: &Opts) -> &'static str {
+    if opts.topics <= 1 {
+        TOPIC
+    } else {
+        "bench-[0-9]+"
+    }
+}
+
 /// The options of `refract-bench kafka-compare` (bench/mm2-compare passes `--kafka-libs`,
 /// `--java`, `--refract` and `--work-dir`, and adds its own arguments).
 #[derive(clap::Args, Debug)]
@@ -91,9 +111,18 @@ pub struct Opts {
     /// Records in the source topic
     #[arg(long, value_name = "N", default_value_t = 2_000_000)]
     records: usize,
-    /// Partitions of the source topic
+    /// Partitions of each source topic
     #[arg(long, value_name = "N", default_value_t = 32)]
     partitions: i32,
+    /// Source topics: 1 is the topic `bench`; more are `bench-0000`, `bench-0001`, … (an
+    /// estate: the records are spread round-robin over every partition of every topic)
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    topics: usize,
+    /// After the last record landed, how long the mirror runs idle (nothing to mirror) before
+    /// it is stopped; over the second half of it, its idle CPU, RSS and thread count are read,
+    /// and refract's `/status` and `/metrics` are timed (0: stop at once)
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    idle: u64,
     /// Bytes per record value (at least 100)
     #[arg(long, value_name = "N", default_value_t = 1024)]
     value_bytes: usize,
@@ -148,6 +177,10 @@ struct Outcome {
     to_first: Duration,
     /// CPU seconds before the first record landed.
     startup_cpu: f64,
+    /// From starting the process to the last record on the target.
+    caught_up: Duration,
+    /// With `--idle`: the caught-up mirror with nothing to do.
+    idle: Option<Idle>,
     /// Per process of a cluster-mode run: what it held and did (printed under the run).
     details: Vec<String>,
 }
@@ -242,22 +275,33 @@ pub fn main(mut opts: Opts) -> Result<()> {
         broker.create_topic(WARM_DATA, opts.partitions)?;
         fill(
             &broker.bootstrap,
-            WARM_DATA,
+            &[WARM_DATA.to_string()],
             opts.records.min(300_000),
             &opts,
         )?;
     }
-    source.create_topic(TOPIC, opts.partitions)?;
-    let produce = fill(&source.bootstrap, TOPIC, opts.records, &opts)?;
+    let topics = topic_names(&opts);
+    let created = Instant::now();
+    source.create_topics(&topics, opts.partitions)?;
+    if topics.len() > 1 {
+        eprintln!(
+            "source: {} topics x {} partitions created in {:.1} s",
+            topics.len(),
+            opts.partitions,
+            created.elapsed().as_secs_f64()
+        );
+    }
+    let produce = fill(&source.bootstrap, &topics, opts.records, &opts)?;
     // Reading the topic once warms the source's fetch path and gives the broker-only fetch rate.
-    let fetch = fetch_all(&source.bootstrap, opts.partitions, opts.records)?;
-    clean_up(&source, &target)?;
+    let fetch = fetch_all(&source.bootstrap, &topics, opts.partitions, opts.records)?;
+    clean_up(&source, &target, &topics)?;
     settle()?;
     let mb = |rate: f64| rate * opts.value_bytes as f64 / 1e6;
     let fill_line = format!(
-        "source: {} records x {} B over {} partitions; broker only (rdkafka client, source broker): produce {:.0} rec/s ({:.1} MB/s; the fill: linger.ms 5, acks all), fetch {:.0} rec/s ({:.1} MB/s)",
+        "source: {} records x {} B over {} topic(s) x {} partitions; broker only (rdkafka client, source broker): produce {:.0} rec/s ({:.1} MB/s; the fill: linger.ms 5, acks all), fetch {:.0} rec/s ({:.1} MB/s)",
         opts.records,
         opts.value_bytes,
+        topics.len(),
         opts.partitions,
         produce,
         mb(produce),
@@ -280,13 +324,14 @@ pub fn main(mut opts: Opts) -> Result<()> {
         };
         let r = run_once(&opts, &source, &target, &warm, 0).context("the warm-up run")?;
         eprintln!("  {:.0} rec/s (uptime: {})", r.rate, loadavg());
-        clean_up(&source, &target)?;
+        clean_up(&source, &target, &topics)?;
         settle()?;
     }
 
     // Runs interleave the scenarios (1 2 3 4 1 2 3 4 ...), so a slow spell on the shared machine
     // does not land on one scenario's runs only.
     let mut runs: Vec<Vec<Outcome>> = scenarios.iter().map(|_| Vec::new()).collect();
+    let mut failures: Vec<(String, String)> = Vec::new();
     let mut n = 0;
     for round in 0..opts.repeat {
         for (i, s) in scenarios.iter().enumerate() {
@@ -297,8 +342,21 @@ pub fn main(mut opts: Opts) -> Result<()> {
                 opts.repeat * scenarios.len(),
                 s.name
             );
-            let r = run_once(&opts, &source, &target, s, n)
-                .with_context(|| format!("scenario {} (run {n})", s.name))?;
+            let r = match run_once(&opts, &source, &target, s, n) {
+                Ok(r) => r,
+                // An estate can be more than a mirror manages: said in the table, and the
+                // other scenarios still run.
+                Err(e) if opts.topics > 1 => {
+                    let why = format!("{e:#}");
+                    let first = why.lines().next().unwrap_or_default().to_string();
+                    eprintln!("  failed: {why}");
+                    failures.push((s.name.clone(), first));
+                    clean_up(&source, &target, &topics)?;
+                    settle()?;
+                    continue;
+                }
+                Err(e) => return Err(e).with_context(|| format!("scenario {} (run {n})", s.name)),
+            };
             eprintln!(
                 "  {:.0} rec/s, {:.1} CPU s / M records, peak RSS {:.0} MiB, first record after {:.1} s (uptime: {})",
                 r.rate,
@@ -307,6 +365,15 @@ pub fn main(mut opts: Opts) -> Result<()> {
                 r.to_first.as_secs_f64(),
                 loadavg()
             );
+            if let Some(idle) = &r.idle {
+                eprintln!(
+                    "  caught up {:.1} s after start; idle: {:.1} % of a core, RSS {:.0} MiB, {} threads",
+                    r.caught_up.as_secs_f64(),
+                    idle.cpu_share * 100.0,
+                    idle.rss_kib as f64 / 1024.0,
+                    idle.threads
+                );
+            }
             for line in &r.details {
                 eprintln!("    {line}");
             }
@@ -314,7 +381,7 @@ pub fn main(mut opts: Opts) -> Result<()> {
             if let Mirror::RefractCluster { .. } = s.mirror {
                 cluster_leftovers(&source, n, true)?;
             }
-            clean_up(&source, &target)?;
+            clean_up(&source, &target, &topics)?;
             if let Mirror::RefractCluster { .. } = s.mirror {
                 cluster_leftovers(&source, n, false)?;
             }
@@ -325,6 +392,7 @@ pub fn main(mut opts: Opts) -> Result<()> {
     let medians: Vec<(&Scenario, Outcome, (f64, f64))> = scenarios
         .iter()
         .zip(runs)
+        .filter(|(_, v)| !v.is_empty())
         .map(|(s, mut v)| {
             v.sort_by(|x, y| x.rate.total_cmp(&y.rate));
             let range = (v[0].rate, v[v.len() - 1].rate);
@@ -380,6 +448,40 @@ pub fn main(mut opts: Opts) -> Result<()> {
         );
     }
     println!();
+    if opts.idle > 0 {
+        println!(
+            "{} partitions; caught up = from start to the last record on the target; idle = the last {} s of {} s with nothing to mirror; /status and /metrics: the fastest of 3 GETs",
+            topics.len() * opts.partitions as usize,
+            opts.idle / 2,
+            opts.idle
+        );
+        println!("| scenario | time to first record s | caught up s | peak RSS MiB | idle RSS MiB | idle CPU % of a core | threads | /status ms, KiB | /metrics ms, KiB |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let served = |x: &Option<(Duration, usize)>| {
+            x.map_or("-".into(), |(t, n)| {
+                format!("{:.0}, {:.0}", t.as_secs_f64() * 1e3, n as f64 / 1024.0)
+            })
+        };
+        for (s, r, _) in &medians {
+            let Some(idle) = &r.idle else { continue };
+            println!(
+                "| {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {} | {} |",
+                s.name,
+                r.to_first.as_secs_f64(),
+                r.caught_up.as_secs_f64(),
+                r.peak_rss_kib as f64 / 1024.0,
+                idle.rss_kib as f64 / 1024.0,
+                idle.cpu_share * 100.0,
+                idle.threads,
+                served(&idle.status),
+                served(&idle.metrics)
+            );
+        }
+        println!();
+    }
+    for (name, why) in &failures {
+        println!("{name}: failed: {why}");
+    }
     if clustered {
         println!(
             "cluster mode (tasks = {CLUSTER_TASKS}, session_timeout = \"{CLUSTER_SESSION_TIMEOUT}\", processes started at once): CPU s / M records and start-up CPU are summed over the processes; peak RSS MiB is the largest single process's peak; time to first record counts from starting the processes"
@@ -447,7 +549,7 @@ fn warm_compile_cache(opts: &Opts) -> Result<()> {
 
 /// Fills `topic` with `records` JSON records padded to `value_bytes`, round-robin over its
 /// partitions (as `bench/run` does), and returns the produce rate.
-fn fill(bootstrap: &str, topic: &str, records: usize, opts: &Opts) -> Result<f64> {
+fn fill(bootstrap: &str, topics: &[String], records: usize, opts: &Opts) -> Result<f64> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")
@@ -464,13 +566,15 @@ fn fill(bootstrap: &str, topic: &str, records: usize, opts: &Opts) -> Result<f64
             value.push('x');
         }
         value.push_str("\"}");
-        let rec = BaseRecord::to(topic)
+        let partitions = opts.partitions as usize;
+        let slot = i % (partitions * topics.len());
+        let rec = BaseRecord::to(&topics[slot / partitions])
             .key(&key)
             .payload(&value)
-            .partition((i % opts.partitions as usize) as i32);
+            .partition((slot % partitions) as i32);
         crate::send_waiting(&producer, rec);
         if i % 250_000 == 0 && i > 0 {
-            eprintln!("  {topic}: {i} records");
+            eprintln!("  {}: {i} records", topics[0]);
         }
     }
     producer
@@ -479,11 +583,13 @@ fn fill(bootstrap: &str, topic: &str, records: usize, opts: &Opts) -> Result<f64
     let rate = records as f64 / started.elapsed().as_secs_f64();
     // The counter the runs use (one ListOffsets request), checked against per-partition
     // watermark queries.
-    let n = Counter::new(bootstrap, topic, opts.partitions)?.count();
+    let n = Counter::new(bootstrap, topics, opts.partitions)?.count();
     let check: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
         .context("watermark consumer")?;
+    // One topic's partitions, one request each (an estate's thousands are left to the counter).
+    let topic = &topics[0];
     let mut sum = 0;
     for p in 0..opts.partitions {
         sum += check
@@ -491,14 +597,17 @@ fn fill(bootstrap: &str, topic: &str, records: usize, opts: &Opts) -> Result<f64
             .with_context(|| format!("watermarks of {topic}/{p}"))?
             .1;
     }
-    if n != records as i64 || sum != n {
-        bail!("{topic} holds {sum} records by watermarks, {n} by ListOffsets, not {records}");
+    let expected_first = (0..records)
+        .filter(|i| i % (opts.partitions as usize * topics.len()) < opts.partitions as usize)
+        .count() as i64;
+    if n != records as i64 || sum != expected_first {
+        bail!("{topic} holds {sum} records by watermarks (not {expected_first}); all topics {n} by ListOffsets, not {records}");
     }
     Ok(rate)
 }
 
 /// Reads the source topic from the beginning with one consumer and returns the rate.
-fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
+fn fetch_all(bootstrap: &str, topics: &[String], partitions: i32, records: usize) -> Result<f64> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "bench-fetch")
@@ -506,13 +615,17 @@ fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
         .create()
         .context("fetch consumer")?;
     let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
-            .context("partition list")?;
+    for topic in topics {
+        for p in 0..partitions {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
+                .context("partition list")?;
+        }
     }
     consumer
         .assign(&tpl)
         .context("assigning the source topic")?;
+    // Per partition number, over all topics.
+    let per_number = records / partitions as usize;
     let mut per_partition = vec![0usize; partitions as usize];
     let started = Instant::now();
     let mut n = 0;
@@ -529,7 +642,7 @@ fn fetch_all(bootstrap: &str, partitions: i32, records: usize) -> Result<f64> {
                 let short: Vec<String> = per_partition
                     .iter()
                     .enumerate()
-                    .filter(|(_, &c)| c < records / partitions as usize)
+                    .filter(|(_, &c)| c < per_number)
                     .map(|(p, c)| format!("{p}: {c}"))
                     .collect();
                 bail!(
@@ -575,7 +688,11 @@ fn run_once(
     n: usize,
 ) -> Result<Outcome> {
     let (sa, ta) = (format!("s{n}"), format!("t{n}"));
-    let remote = format!("{sa}.{TOPIC}");
+    let remotes: Vec<String> = topic_names(opts)
+        .iter()
+        .map(|t| format!("{sa}.{t}"))
+        .collect();
+    let selection = topic_selection(opts);
     let dir = opts.work.join(format!("run{n}-{}", scenario.key));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let clusters = format!(
@@ -584,8 +701,13 @@ fn run_once(
     );
     let launches: Vec<Launch> = match &scenario.mirror {
         Mirror::Refract { processors } => {
+            // With an idle phase, /status and /metrics are served (and timed at its end).
+            let port = (opts.idle > 0).then(free_port);
+            let metrics = port.map_or(String::new(), |port| {
+                format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n")
+            });
             let pipeline = format!(
-                "{clusters}\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{processors}]\n"
+                "{clusters}\n{metrics}[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{selection}\"]\nprocessors = [{processors}]\n"
             );
             let path = dir.join("pipeline.toml");
             std::fs::write(&path, pipeline)
@@ -595,7 +717,7 @@ fn run_once(
                 label: "refract".into(),
                 cmd: refract_command(opts, &path, &rust_log),
                 log: dir.join("mirror.log"),
-                status_port: None,
+                status_port: port,
             }]
         }
         Mirror::RefractCluster { processes } => {
@@ -607,7 +729,7 @@ fn run_once(
                 let label = format!("p{i}");
                 let port = free_port();
                 let pipeline = format!(
-                    "{clusters}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n[cluster]\ninstance = \"{label}\"\nsession_timeout = \"{CLUSTER_SESSION_TIMEOUT}\"\n\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{TOPIC}\"]\ntasks = {CLUSTER_TASKS}\n"
+                    "{clusters}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n\n[cluster]\ninstance = \"{label}\"\nsession_timeout = \"{CLUSTER_SESSION_TIMEOUT}\"\n\n[[flow]]\nsource = \"{sa}\"\ntarget = \"{ta}\"\ntopics = [\"{selection}\"]\ntasks = {CLUSTER_TASKS}\n"
                 );
                 let path = dir.join(format!("{label}.toml"));
                 std::fs::write(&path, pipeline)
@@ -629,7 +751,7 @@ fn run_once(
                  {sa}.bootstrap.servers = {}\n\
                  {ta}.bootstrap.servers = {}\n\
                  {sa}->{ta}.enabled = true\n\
-                 {sa}->{ta}.topics = {TOPIC}\n\
+                 {sa}->{ta}.topics = {selection}\n\
                  replication.factor = 1\n\
                  offset-syncs.topic.replication.factor = 1\n\
                  checkpoints.topic.replication.factor = 1\n\
@@ -700,7 +822,9 @@ fn run_once(
     }
 
     let expected = opts.records as i64;
-    let counter = Counter::new(&target.bootstrap, &remote, opts.partitions)?;
+    let counter = Counter::new(&target.bootstrap, &remotes, opts.partitions)?;
+    // An estate's counter asks for thousands of partitions: not every 20 ms.
+    let first_poll = if remotes.len() > 1 { 100 } else { 20 };
     let first_deadline = spawned + Duration::from_secs(300);
     let trace = std::env::var_os("BENCH_TRACE").is_some();
     let (first_at, first_count, startup) = loop {
@@ -722,7 +846,7 @@ fn run_once(
                 log_tails(&running)
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(first_poll));
     };
     let (mut last, mut last_change) = (first_count, Instant::now());
     loop {
@@ -745,7 +869,13 @@ fn run_once(
         std::thread::sleep(Duration::from_millis(100));
     }
     let elapsed = first_at.elapsed().as_secs_f64();
+    let caught_up = spawned.elapsed();
     let end = usages(&running)?;
+    let idle = if opts.idle > 0 && running.len() == 1 {
+        Some(idle_phase(opts, &mut running[0])?)
+    } else {
+        None
+    };
     // Read after the span: what each process held and sent, and how far its log went before the
     // stop (the stop's own hand-over is not part of the run's task history).
     let statuses: Vec<Option<Result<ProcessStatus>>> = running
@@ -823,7 +953,67 @@ fn run_once(
         peak_rss_kib: end.iter().map(|u| u.1).max().unwrap_or(0),
         to_first: first_at - spawned,
         startup_cpu,
+        caught_up,
+        idle,
         details,
+    })
+}
+
+/// What a mirror with nothing to mirror costs, read over the second half of `--idle`.
+struct Idle {
+    /// CPU over the span, as a share of one core.
+    cpu_share: f64,
+    rss_kib: u64,
+    threads: u64,
+    /// `/status` and `/metrics` (refract): time to the whole answer and its size.
+    status: Option<(Duration, usize)>,
+    metrics: Option<(Duration, usize)>,
+}
+
+/// Lets the caught-up mirror sit for `--idle` seconds: the first half lets start-up work
+/// (discovery, first checkpoints) settle, the second is measured.
+fn idle_phase(opts: &Opts, running: &mut Running) -> Result<Idle> {
+    let half = Duration::from_secs(opts.idle) / 2;
+    std::thread::sleep(half);
+    running.proc.check_alive()?;
+    let pid = running.proc.child.id();
+    let (cpu0, _) = crate::usage(pid)?;
+    let t0 = Instant::now();
+    std::thread::sleep(half);
+    running.proc.check_alive()?;
+    let (cpu1, _) = crate::usage(pid)?;
+    let cpu_share = (cpu1 - cpu0) / t0.elapsed().as_secs_f64();
+    let status_text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    let field = |name: &str| -> u64 {
+        status_text
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let timed = |path: &str| -> Result<(Duration, usize)> {
+        let Some(port) = running.status_port else {
+            bail!("not served");
+        };
+        // The fastest of three: the first also pays for a fresh snapshot or registry walk.
+        let mut best: Option<(Duration, usize)> = None;
+        for _ in 0..3 {
+            let t = Instant::now();
+            let body = http_get(port, path)?;
+            let took = t.elapsed();
+            if best.is_none_or(|(b, _)| took < b) {
+                best = Some((took, body.len()));
+            }
+        }
+        best.context("no answer")
+    };
+    Ok(Idle {
+        cpu_share,
+        rss_kib: field("VmRSS:"),
+        threads: field("Threads:"),
+        status: timed("/status").ok(),
+        metrics: timed("/metrics").ok(),
     })
 }
 
@@ -1023,8 +1213,9 @@ fn cluster_leftovers(source: &Broker, n: usize, before: bool) -> Result<()> {
 
 /// Deletes every topic the run made: on the target all but Kafka's own, on the source all but
 /// Kafka's own and the benchmark topic (offset syncs, heartbeats, MM2's reverse-pair topics).
-fn clean_up(source: &Broker, target: &Broker) -> Result<()> {
-    source.delete_topics_except(&[TOPIC])?;
+fn clean_up(source: &Broker, target: &Broker, topics: &[String]) -> Result<()> {
+    let keep: Vec<&str> = topics.iter().map(String::as_str).collect();
+    source.delete_topics_except(&keep)?;
     target.delete_topics_except(&[])?;
     // ... and every consumer group (refract's progress groups, MM2's Connect worker groups), so
     // no run checkpoints another run's groups.
@@ -1039,54 +1230,64 @@ fn clean_up(source: &Broker, target: &Broker) -> Result<()> {
 /// request says so at once (a ListOffsets request for an unknown topic waits out its timeout).
 struct Counter {
     consumer: BaseConsumer,
-    topic: String,
+    topics: Vec<String>,
     partitions: i32,
-    request: TopicPartitionList,
-    exists: std::cell::Cell<bool>,
+    /// Per topic: whether it exists with all its partitions led (asked until all do).
+    ready: std::cell::RefCell<Vec<bool>>,
+    request: std::cell::RefCell<TopicPartitionList>,
 }
 
 impl Counter {
-    fn new(bootstrap: &str, topic: &str, partitions: i32) -> Result<Self> {
+    fn new(bootstrap: &str, topics: &[String], partitions: i32) -> Result<Self> {
         let consumer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .set("topic.metadata.refresh.interval.ms", "1000")
             .create()
             .context("watermark consumer")?;
-        let mut request = TopicPartitionList::new();
-        for p in 0..partitions {
-            request
-                .add_partition_offset(topic, p, Offset::End)
-                .context("partition list")?;
-        }
         Ok(Self {
             consumer,
-            topic: topic.into(),
+            topics: topics.to_vec(),
             partitions,
-            request,
-            exists: std::cell::Cell::new(false),
+            ready: std::cell::RefCell::new(vec![false; topics.len()]),
+            request: std::cell::RefCell::new(TopicPartitionList::new()),
         })
     }
 
     fn count(&self) -> i64 {
-        if !self.exists.get() {
-            let ready = self
-                .consumer
-                .fetch_metadata(Some(&self.topic), Duration::from_secs(5))
-                .is_ok_and(|md| {
-                    md.topics().iter().any(|t| {
-                        t.name() == self.topic
-                            && t.error().is_none()
-                            && t.partitions().len() == self.partitions as usize
-                            && t.partitions().iter().all(|p| p.leader() >= 0)
-                    })
-                });
-            if !ready {
+        let mut ready = self.ready.borrow_mut();
+        if ready.iter().any(|r| !r) {
+            // One topic: ask for it alone; an estate: one request for all topics.
+            let asked = (self.topics.len() == 1).then(|| self.topics[0].as_str());
+            let Ok(md) = self.consumer.fetch_metadata(asked, Duration::from_secs(5)) else {
                 return 0;
+            };
+            let led: std::collections::HashSet<&str> = md
+                .topics()
+                .iter()
+                .filter(|t| {
+                    t.error().is_none()
+                        && t.partitions().len() == self.partitions as usize
+                        && t.partitions().iter().all(|p| p.leader() >= 0)
+                })
+                .map(|t| t.name())
+                .collect();
+            let mut request = self.request.borrow_mut();
+            for (i, topic) in self.topics.iter().enumerate() {
+                if !ready[i] && led.contains(topic.as_str()) {
+                    ready[i] = true;
+                    for p in 0..self.partitions {
+                        // Cannot fail: a valid partition number.
+                        let _ = request.add_partition_offset(topic, p, Offset::End);
+                    }
+                }
             }
-            self.exists.set(true);
+        }
+        let request = self.request.borrow();
+        if request.count() == 0 {
+            return 0;
         }
         self.consumer
-            .offsets_for_times(self.request.clone(), Duration::from_secs(5))
+            .offsets_for_times(request.clone(), Duration::from_secs(5))
             .map(|tpl| {
                 tpl.elements()
                     .iter()
@@ -1264,6 +1465,29 @@ impl Broker {
             r.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;
         }
         self.wait_for("the topic to appear", |t| t.iter().any(|x| x == name))
+    }
+
+    /// Creates `names` with one CreateTopics request per 500 topics.
+    fn create_topics(&self, names: &[String], partitions: i32) -> Result<()> {
+        if let [one] = names {
+            return self.create_topic(one, partitions);
+        }
+        let admin = self.admin()?;
+        for chunk in names.chunks(500) {
+            let new: Vec<NewTopic> = chunk
+                .iter()
+                .map(|n| NewTopic::new(n, partitions, TopicReplication::Fixed(1)))
+                .collect();
+            let results = block_on(admin.create_topics(&new, &AdminOptions::new()))
+                .with_context(|| format!("creating {} topics", chunk.len()))?;
+            for r in results {
+                r.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;
+            }
+        }
+        self.wait_for("the topics to appear", |t| {
+            let have: std::collections::HashSet<&str> = t.iter().map(String::as_str).collect();
+            names.iter().all(|n| have.contains(n.as_str()))
+        })
     }
 
     fn delete_topics_except(&self, keep: &[&str]) -> Result<()> {

@@ -271,6 +271,32 @@ pub fn create_topic(
 /// more new topics sends one request per this many.
 pub const ADMIN_BATCH: usize = 500;
 
+/// Most metadata records one CreateTopics or CreatePartitions request of refract asks a KRaft
+/// controller for (a topic is one record, each of its partitions and configs one more). The
+/// controller refuses a request over 10,000 as a whole ("Unable to perform excessively large
+/// batch operation", PolicyViolationException): 1,000 new topics of 10 partitions are 11,000
+/// records. MirrorMaker 2 sends them all in one request and creates none of them.
+pub const CONTROLLER_RECORDS_BATCH: usize = 8_000;
+
+/// `items` cut into requests of at most [`ADMIN_BATCH`] items and [`CONTROLLER_RECORDS_BATCH`]
+/// records (`records` of each item); an item over the budget alone goes in a request of its own.
+pub fn admin_batches<T>(items: &[T], records: impl Fn(&T) -> usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut weight) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let w = records(item);
+        if i > start && (i - start == ADMIN_BATCH || weight + w > CONTROLLER_RECORDS_BATCH) {
+            out.push(&items[start..i]);
+            (start, weight) = (i, 0);
+        }
+        weight += w;
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
+}
+
 /// A topic to create: its name, partition count, replication factor and topic configs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicToCreate {
@@ -288,7 +314,7 @@ pub struct TopicToCreate {
 /// broker's error for it, or the request's).
 pub type TopicCreated = (String, Result<(), String>);
 
-/// Creates `topics` with one CreateTopics request per [`ADMIN_BATCH`] of them. Per topic, in
+/// Creates `topics` with one CreateTopics request per [`admin_batches`] batch. Per topic, in
 /// the order given: `Ok` (created, or it existed already) or why not; a request that failed as
 /// a whole fails each of its topics with that error. Returns how many requests it sent too.
 pub fn create_topics(
@@ -300,7 +326,10 @@ pub fn create_topics(
         .request_timeout(Some(REQUEST_TIMEOUT));
     let mut out = Vec::with_capacity(topics.len());
     let mut requests = 0;
-    for chunk in topics.chunks(ADMIN_BATCH) {
+    let batches = admin_batches(topics, |t| {
+        1 + usize::try_from(t.partitions).unwrap_or(0) + t.configs.len()
+    });
+    for chunk in batches {
         let new: Vec<NewTopic<'_>> = chunk
             .iter()
             .map(|t| {
@@ -334,6 +363,100 @@ pub fn create_topics(
         }
     }
     (out, requests)
+}
+
+/// Grows each of `topics` (name, wanted partition count) with one CreatePartitions request per
+/// [`admin_batches`] batch, then waits (at most [`REQUEST_TIMEOUT`] in all) until `client` sees
+/// the grown ones with their new partitions (see [`await_partitions`]). Per topic, in the order
+/// given: `Ok` or why not; a request that failed as a whole fails each of its topics with that
+/// error. Returns how many CreatePartitions requests it sent too.
+pub fn grow_topics<C: rdkafka::client::ClientContext>(
+    admin: &AdminClient<DefaultClientContext>,
+    client: &rdkafka::client::Client<C>,
+    topics: &[(String, i32)],
+) -> (Vec<TopicCreated>, usize) {
+    let options = AdminOptions::new()
+        .operation_timeout(Some(REQUEST_TIMEOUT))
+        .request_timeout(Some(REQUEST_TIMEOUT));
+    let mut out: Vec<TopicCreated> = Vec::with_capacity(topics.len());
+    let mut requests = 0;
+    for chunk in admin_batches(topics, |(_, p)| usize::try_from(*p).unwrap_or(0)) {
+        let new: Vec<NewPartitions<'_>> = chunk
+            .iter()
+            .map(|(name, partitions)| NewPartitions::new(name, (*partitions).max(0) as usize))
+            .collect();
+        requests += 1;
+        match futures_executor::block_on(admin.create_partitions(new.iter(), &options)) {
+            Ok(results) => {
+                let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> =
+                    results.into_iter().filter_map(Result::err).collect();
+                out.extend(chunk.iter().map(|(name, _)| {
+                    let result = match errors.remove(name) {
+                        Some(code) => Err(code.to_string()),
+                        None => Ok(()),
+                    };
+                    (name.clone(), result)
+                }));
+            }
+            Err(e) => out.extend(
+                chunk
+                    .iter()
+                    .map(|(name, _)| (name.clone(), Err(e.to_string()))),
+            ),
+        }
+    }
+    // The producer must know the new partition counts before records go to them: one metadata
+    // request per try for all grown topics (all topics when more than one grew).
+    let grown: Vec<(&str, i32)> = topics
+        .iter()
+        .zip(&out)
+        .filter(|(_, (_, r))| r.is_ok())
+        .map(|((name, partitions), _)| (name.as_str(), *partitions))
+        .collect();
+    let unseen = await_partitions_many(client, &grown, REQUEST_TIMEOUT);
+    for (name, result) in &mut out {
+        if result.is_ok() && unseen.contains(&name.as_str()) {
+            *result = Err(format!(
+                "grown, but the new partitions were not visible within {REQUEST_TIMEOUT:?}"
+            ));
+        }
+    }
+    (out, requests)
+}
+
+/// Waits (at most `timeout`) until `client` sees each of `topics` with at least its partition
+/// count, with one metadata request per try; returns the topics it still does not see so.
+fn await_partitions_many<'a, C: rdkafka::client::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topics: &[(&'a str, i32)],
+    timeout: std::time::Duration,
+) -> Vec<&'a str> {
+    if let [(topic, partitions)] = topics {
+        return match await_partitions(client, topic, *partitions, timeout) {
+            Ok(()) => Vec::new(),
+            Err(_) => vec![*topic],
+        };
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    let mut waiting: Vec<(&str, i32)> = topics.to_vec();
+    while !waiting.is_empty() {
+        if let Ok(md) = client.fetch_metadata(None, timeout) {
+            let seen: std::collections::HashMap<&str, i32> = md
+                .topics()
+                .iter()
+                .map(|t| {
+                    let led = t.partitions().iter().filter(|p| p.leader() >= 0).count();
+                    (t.name(), led as i32)
+                })
+                .collect();
+            waiting.retain(|(name, partitions)| seen.get(name).is_none_or(|n| n < partitions));
+        }
+        if waiting.is_empty() || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    waiting.into_iter().map(|(name, _)| name).collect()
 }
 
 /// Grows a topic to `partitions` partitions.
@@ -389,6 +512,34 @@ pub fn await_partitions<C: rdkafka::client::ClientContext>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admin_batches_respect_the_topic_and_record_budgets() {
+        // 1,000 topics of 10 partitions (11 records each): 11,000 records, over the controller's
+        // 10,000 in one request; 500 topics (5,500 records) per request.
+        let estate = vec![10usize; 1_000];
+        let sizes: Vec<usize> = admin_batches(&estate, |p| 1 + p)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(sizes, [500, 500]);
+        // 20 partitions: 21 records a topic, at most 8,000 records per request.
+        let big = vec![20usize; 1_000];
+        let sizes: Vec<usize> = admin_batches(&big, |p| 1 + p)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(sizes, [380, 380, 240]);
+        assert!(sizes.iter().all(|&n| n * 21 <= CONTROLLER_RECORDS_BATCH));
+        // One topic over the budget goes alone (the broker's refusal is then its own).
+        let odd = [1usize, 9_000, 1];
+        let sizes: Vec<usize> = admin_batches(&odd, |p| *p)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(sizes, [1, 1, 1]);
+        assert!(admin_batches(&[] as &[usize], |p| *p).is_empty());
+    }
 
     #[test]
     fn a_refused_secret_is_not_in_the_error() {

@@ -33,24 +33,6 @@ pub fn should_copy(flow: &Flow, entry: &ConfigEntry) -> bool {
     set_on_topic || flow.config_sync.use_defaults_from == DefaultsFrom::Source
 }
 
-/// The topic's configs as the broker describes them.
-pub fn describe(
-    admin: &AdminClient<DefaultClientContext>,
-    topic: &str,
-) -> Result<Vec<ConfigEntry>> {
-    let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
-    let results = futures_executor::block_on(
-        admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options),
-    )
-    .with_context(|| format!("describing the configs of {topic}"))?;
-    let mut out = Vec::new();
-    for r in results {
-        let resource = r.map_err(|e| anyhow::anyhow!("describing the configs of {topic}: {e}"))?;
-        out.extend(resource.entries);
-    }
-    Ok(out)
-}
-
 /// The configs of each of `topics` as the broker describes them, with one DescribeConfigs
 /// request per [`ADMIN_BATCH`] topics (results come in the order asked). Per topic, in that
 /// order: its entries or why they could not be read.
@@ -173,17 +155,37 @@ pub fn incremental_ops(
     ops
 }
 
-/// Brings the remote topic's configs to the source's: IncrementalAlterConfigs (as MM2 does since
-/// Kafka 3.x; other configs untouched), falling back to AlterConfigs with the full [`desired`] set
-/// on a broker without it. Returns whether anything changed.
-pub fn resync(
+/// Brings each remote topic's configs to its source topic's (`items`: the remote topic and the
+/// configs it should have, from [`wanted_many`]): the remote topics' current configs read with
+/// one DescribeConfigs request per [`ADMIN_BATCH`] topics, then one alter request for each topic
+/// that differs. Per item, in order: whether anything changed, or why not.
+pub fn resync_many(
+    flow: &Flow,
+    target_admin: &AdminClient<DefaultClientContext>,
+    items: &[(String, Vec<(String, String)>)],
+) -> Vec<Result<bool>> {
+    let remotes: Vec<String> = items.iter().map(|(remote, _)| remote.clone()).collect();
+    describe_many(target_admin, &remotes)
+        .into_iter()
+        .zip(items)
+        .map(|(current, (remote, wanted))| {
+            let current = current.map_err(anyhow::Error::msg)?;
+            resync(flow, target_admin, remote, wanted, &current)
+        })
+        .collect()
+}
+
+/// Brings the remote topic's configs (`current`) to the source's: IncrementalAlterConfigs (as
+/// MM2 does since Kafka 3.x; other configs untouched), falling back to AlterConfigs with the full
+/// [`desired`] set on a broker without it. Returns whether anything changed.
+fn resync(
     flow: &Flow,
     target_admin: &AdminClient<DefaultClientContext>,
     remote: &str,
     wanted: &[(String, String)],
+    current: &[ConfigEntry],
 ) -> Result<bool> {
-    let current = describe(target_admin, remote)?;
-    let ops = incremental_ops(flow, wanted, &current);
+    let ops = incremental_ops(flow, wanted, current);
     if ops.is_empty() {
         return Ok(false);
     }
@@ -194,7 +196,7 @@ pub fn resync(
             debug!("IncrementalAlterConfigs unsupported for {remote} ({e}); using AlterConfigs")
         }
     }
-    let Some(desired) = desired(flow, wanted, &current) else {
+    let Some(desired) = desired(flow, wanted, current) else {
         return Ok(false);
     };
     let mut alter = AlterConfig::new(ResourceSpecifier::Topic(remote));

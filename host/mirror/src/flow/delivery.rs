@@ -485,6 +485,13 @@ impl FlowRunner {
     }
 }
 
+/// Partitions per OffsetCommit request. The group coordinator appends a commit to
+/// `__consumer_offsets` as one record batch, which must fit the topic's `max.message.bytes`
+/// (1 MiB by default): 10,000 partitions with their topic-id metadata are about 2 MB, and the
+/// broker refused such a commit (UNKNOWN_SERVER_ERROR on Kafka 4.3.1), every time. 1,000 with a
+/// 249-character topic name stay under 400 KB.
+pub(super) const COMMIT_BATCH: usize = 1_000;
+
 impl Run<'_> {
     /// A producer that failed fatally (librdkafka's idempotence state is lost: the target
     /// refused a producer id, or sequence numbers broke after a target restart) can send
@@ -518,11 +525,12 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Commits, per partition, the source offset after the last contiguously acknowledged record.
+    /// Commits, per partition, the source offset after the last contiguously acknowledged record:
+    /// only partitions whose position (or recorded topic ids) changed since their last commit, in
+    /// OffsetCommit requests of at most [`COMMIT_BATCH`] partitions.
     pub(super) fn commit(&mut self, timeout: Duration) -> Result<()> {
-        let mut tpl = TopicPartitionList::new();
-        let mut downstream = TopicPartitionList::new();
-        let mut changed = Vec::new();
+        // Per changed slot: its source position, target position and the topic ids recorded.
+        let mut changed: Vec<(usize, i64, Option<i64>, String)> = Vec::new();
         {
             let progress = lock(&self.progress);
             for (i, slot) in self.slots.slots.iter().enumerate() {
@@ -540,35 +548,49 @@ impl Run<'_> {
                 if slot.committed == Some(next) && slot.committed_ids == id {
                     continue;
                 }
-                let mut elem = tpl.add_partition(&slot.topic, slot.partition);
-                elem.set_offset(Offset::Offset(next))?;
-                elem.set_metadata(id.as_str());
-                if let Some(d) = progress[i].downstream_next() {
-                    let mut elem = downstream.add_partition(&slot.remote, slot.partition);
-                    elem.set_offset(Offset::Offset(d))?;
-                    elem.set_metadata(id.as_str());
-                }
-                changed.push((i, next, id));
+                changed.push((i, next, progress[i].downstream_next(), id));
             }
         }
-        if changed.is_empty() {
-            return Ok(());
-        }
-        // Target positions first: a source commit then always has a target commit at or past it,
-        // so duplicates are never over-counted. Best effort: they only serve to count duplicates.
-        if let Err(e) = commit_within(&self.clients.target_meta, &downstream, timeout) {
-            debug!(flow = %self.name, "committing target positions: {e}");
-        }
-        commit_within(&self.clients.consumer, &tpl, timeout).map_err(|e| {
-            anyhow::anyhow!(
-                "committing source positions for flow {} to {}: {e}",
-                self.name,
-                self.runner.source.alias
-            )
-        })?;
-        for (i, next, ids) in changed {
-            self.slots.slots[i].committed = Some(next);
-            self.slots.slots[i].committed_ids = ids;
+        for (n, chunk) in changed.chunks(COMMIT_BATCH).enumerate() {
+            let mut tpl = TopicPartitionList::new();
+            let mut downstream = TopicPartitionList::new();
+            for (i, next, target_next, id) in chunk {
+                let slot = &self.slots.slots[*i];
+                let mut elem = tpl.add_partition(&slot.topic, slot.partition);
+                elem.set_offset(Offset::Offset(*next))?;
+                elem.set_metadata(id.as_str());
+                if let Some(d) = target_next {
+                    let mut elem = downstream.add_partition(&slot.remote, slot.partition);
+                    elem.set_offset(Offset::Offset(*d))?;
+                    elem.set_metadata(id.as_str());
+                }
+            }
+            // Target positions first: a source commit then always has a target commit at or
+            // past it, so duplicates are never over-counted. Best effort: they only serve to
+            // count duplicates.
+            if downstream.count() > 0 {
+                if let Err(e) = commit_within(&self.clients.target_meta, &downstream, timeout) {
+                    debug!(flow = %self.name, "committing target positions: {e}");
+                }
+            }
+            commit_within(&self.clients.consumer, &tpl, timeout).map_err(|e| {
+                let done = n * COMMIT_BATCH;
+                anyhow::anyhow!(
+                    "committing source positions for flow {} to {}{}: {e}",
+                    self.name,
+                    self.runner.source.alias,
+                    if done > 0 {
+                        format!(" ({done} of {} partitions committed)", changed.len())
+                    } else {
+                        String::new()
+                    }
+                )
+            })?;
+            for (i, next, _, ids) in chunk {
+                let slot = &mut self.slots.slots[*i];
+                slot.committed = Some(*next);
+                slot.committed_ids.clone_from(ids);
+            }
         }
         Ok(())
     }

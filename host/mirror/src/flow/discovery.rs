@@ -12,8 +12,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, error, info, warn};
 
 use refract_kafka::clients::{
-    await_partitions, create_topics, ensure_topic, grow_topic, list_topics, TopicToCreate,
-    REQUEST_TIMEOUT,
+    create_topics, ensure_topic, grow_topics, list_topics, TopicToCreate, REQUEST_TIMEOUT,
 };
 use refract_kafka::coordinator;
 
@@ -72,6 +71,7 @@ impl Run<'_> {
             .collect();
         self.check_incarnations(&plan, &target_topics);
         let created = self.create_remote_topics(&plan, &target_topics);
+        let grown = self.grow_remote_topics(&plan, &target_topics);
         let last_plan = &self.plan;
         let mut added = std::mem::take(&mut self.slots.unresumed);
         self.slots.awaiting_remote = false;
@@ -102,20 +102,14 @@ impl Run<'_> {
                     Some(Err(_)) | None => continue,
                 },
                 Some(&have) if have < route.partitions => {
-                    match grow_topic(&self.clients.admin, &route.remote_topic, route.partitions)
-                        .and_then(|()| {
-                            await_partitions(
-                                self.clients.producer.client(),
-                                &route.remote_topic,
-                                route.partitions,
-                                REQUEST_TIMEOUT,
-                            )
-                        }) {
-                        Ok(()) => {
+                    match grown.get(&route.remote_topic) {
+                        Some(Ok(())) => {
                             info!(flow = %name, "added partitions to {} on {}: {have} -> {}", route.remote_topic, runner.target.alias, route.partitions);
                             route.partitions
                         }
-                        Err(e) => {
+                        // Not grown (why is said below), or not asked for.
+                        None => have,
+                        Some(Err(e)) => {
                             if self
                                 .slots
                                 .by_topic
@@ -125,7 +119,7 @@ impl Run<'_> {
                             {
                                 warn!(
                                     flow = %name,
-                                    "{} has {} partitions on {} but {} has {}; partitions {have}.. wait until the target has them: {e:#}",
+                                    "{} has {} partitions on {} but {} has {}; partitions {have}.. wait until the target has them: {e}",
                                     route.remote_topic, have, runner.target.alias, route.source_topic, route.partitions
                                 );
                             }
@@ -276,6 +270,38 @@ impl Run<'_> {
             };
             warn!(flow = %self.name, "cannot create {} remote topic(s) on {target} ({named}); their source topics are not mirrored yet and are tried again at the next discovery: {cause}", topics.len());
         }
+        results.into_iter().collect()
+    }
+
+    /// Grows the remote topics of `plan` that have fewer partitions on `target_topics` than their
+    /// source topics, with one CreatePartitions request per
+    /// [`ADMIN_BATCH`](refract_kafka::clients::ADMIN_BATCH) topics and one wait for the producer
+    /// to see them all. Only task 0 grows topics. Per remote topic asked for: grown, or why not.
+    fn grow_remote_topics(
+        &self,
+        plan: &TopicPlan,
+        target_topics: &HashMap<String, i32>,
+    ) -> HashMap<String, Result<(), String>> {
+        if !self.runner.task.duties() {
+            return HashMap::new();
+        }
+        let short: Vec<(String, i32)> = plan
+            .routes
+            .iter()
+            .filter(|r| !self.slots.incarnations.stopped(&r.source_topic))
+            .filter(|r| {
+                target_topics
+                    .get(&r.remote_topic)
+                    .is_some_and(|&have| have < r.partitions)
+            })
+            .map(|r| (r.remote_topic.clone(), r.partitions))
+            .collect();
+        if short.is_empty() {
+            return HashMap::new();
+        }
+        let (results, requests) =
+            grow_topics(&self.clients.admin, self.clients.producer.client(), &short);
+        debug!(flow = %self.name, "grew {} remote topic(s) with {requests} CreatePartitions request(s)", short.len());
         results.into_iter().collect()
     }
 

@@ -309,17 +309,25 @@ impl Run<'_> {
         // The source side in one DescribeConfigs request per batch.
         let sources: Vec<String> = plan.routes.iter().map(|r| r.source_topic.clone()).collect();
         let all_wanted = topic_configs::wanted_many(flow, &clients.source_admin, &sources);
+        let mut items = Vec::with_capacity(plan.routes.len());
         for (route, wanted) in plan.routes.iter().zip(all_wanted) {
-            let wanted = match wanted {
-                Ok(w) => w,
-                Err(e) => {
-                    debug!(flow = %name, "config sync: {e}");
-                    continue;
-                }
-            };
-            match topic_configs::resync(flow, &clients.admin, &route.remote_topic, &wanted) {
+            match wanted {
+                Ok(w) => items.push((route.remote_topic.clone(), w)),
+                Err(e) => debug!(flow = %name, "config sync: {e}"),
+            }
+        }
+        // The target side in one DescribeConfigs request per batch too, then an alter per topic
+        // that differs. Failures by cause: a target that stops answering fails every topic alike,
+        // and is said once.
+        let mut failed: Vec<(String, Vec<&str>)> = Vec::new();
+        for ((remote, _), result) in
+            items
+                .iter()
+                .zip(topic_configs::resync_many(flow, &clients.admin, &items))
+        {
+            match result {
                 Ok(true) => {
-                    info!(flow = %name, "synced the configs of {} from {}", route.remote_topic, route.source_topic)
+                    info!(flow = %name, "synced the configs of {remote} from {}", self.runner.source.alias)
                 }
                 Ok(false) => {}
                 Err(e) if format!("{e:#}").contains("not supported") => {
@@ -328,9 +336,20 @@ impl Run<'_> {
                     return;
                 }
                 Err(e) => {
-                    warn!(flow = %name, "config sync of {}: {e:#}", route.remote_topic)
+                    let cause = format!("{e:#}").replace(remote.as_str(), "<topic>");
+                    match failed.iter_mut().find(|(c, _)| *c == cause) {
+                        Some((_, topics)) => topics.push(remote),
+                        None => failed.push((cause, vec![remote])),
+                    }
                 }
             }
+        }
+        for (cause, topics) in failed {
+            let named = match topics.len() {
+                0..=3 => topics.join(", "),
+                n => format!("{} and {} more", topics[..3].join(", "), n - 3),
+            };
+            warn!(flow = %name, "config sync of {} remote topic(s) ({named}): {cause}", topics.len());
         }
     }
 
