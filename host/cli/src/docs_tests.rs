@@ -178,6 +178,52 @@ fn cli_reference_is_current() {
     assert_page("cli.md", test, &render_cli_reference(&header));
 }
 
+/// The plugin sandbox defaults the pipeline reference shows are the plugin runtime's: each
+/// written explicitly gives the limits a plugin gets without it.
+#[test]
+fn documented_sandbox_defaults_are_the_runtimes() {
+    use refract_config::keys::{KeyDefault, KEYS};
+    let defaults = refract_plugin::PluginLimits::default();
+    let mut checked = 0;
+    for key in KEYS {
+        let KeyDefault::Runtime(value) = key.default else {
+            continue;
+        };
+        let (table, name) = key.path.rsplit_once('.').unwrap();
+        let entry = match table {
+            "flow.policy" => {
+                format!("policy = {{ plugin = \"builtin:default\", {name} = {value} }}")
+            }
+            "flow.processors" => {
+                format!("processors = [{{ plugin = \"builtin:filter\", {name} = {value} }}]")
+            }
+            other => panic!("{}: a runtime default in {other}", key.path),
+        };
+        let text = format!("[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n{entry}\n");
+        let pipeline = refract_config::Pipeline::parse_offline(Path::new("p.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}: {e}", key.path));
+        let flow = &pipeline.flows[0];
+        let settings = match table {
+            "flow.policy" => &flow.policy.limits,
+            _ => &flow.processors[0].plugin.limits,
+        };
+        assert_ne!(
+            *settings,
+            refract_config::PluginLimitSettings::default(),
+            "{} is not read",
+            key.path
+        );
+        assert_eq!(
+            defaults.with_settings(settings),
+            defaults,
+            "{}: the pipeline reference says the runtime's default is {value}",
+            key.path
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 10);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The examples.
 

@@ -49,6 +49,10 @@ pub enum KeyDefault {
     List(&'static [&'static str]),
     /// A string naming the flow's source cluster as `<source>`.
     PerSource(&'static str),
+    /// A plugin sandbox limit the pipeline leaves to the plugin runtime: the runtime's default
+    /// as TOML value text (checked against refract-plugin's `PluginLimits` by the refract
+    /// binary's tests, which see both crates).
+    Runtime(&'static str),
 }
 
 impl KeyDefault {
@@ -57,7 +61,7 @@ impl KeyDefault {
     pub fn toml(&self, source: &str) -> Option<String> {
         let quote = |s: &str| toml::Value::String(s.to_string()).to_string();
         Some(match self {
-            KeyDefault::Required | KeyDefault::Unset(_) => return None,
+            KeyDefault::Required | KeyDefault::Unset(_) | KeyDefault::Runtime(_) => return None,
             KeyDefault::Toml(text) => text.to_string(),
             KeyDefault::Bool(b) => b.to_string(),
             KeyDefault::Int(n) => n.to_string(),
@@ -183,9 +187,7 @@ const fn one_of(
     }
 }
 
-const SANDBOX_DEFAULT: KeyDefault = KeyDefault::Unset("the plugin runtime's default");
-
-use KeyDefault::{Bool, Int, List, PerSource, Required, Toml, Unset};
+use KeyDefault::{Bool, Int, List, PerSource, Required, Runtime, Toml, Unset};
 
 /// Every key of the pipeline file, by section in [`SECTIONS`] order.
 #[rustfmt::skip]
@@ -250,20 +252,20 @@ pub const KEYS: &[KeyDoc] = &[
     // policy = { … }
     key("flow.policy.plugin", "string", Required, "`builtin:default`, `builtin:identity`, or a `.wasm` component file, relative to the pipeline file's folder."),
     key("flow.policy.config", "table", Unset("`init` receives an empty config"), "The plugin's config, handed to its `init` as TOML text."),
-    key("flow.policy.memory_limit", "size", SANDBOX_DEFAULT, "One budget for every linear memory and table of the plugin's instance (`\"128MiB\"`)."),
-    key("flow.policy.call_timeout", "duration", SANDBOX_DEFAULT, "The longest one call into the plugin may run."),
-    key("flow.policy.max_outputs_per_record", "integer", SANDBOX_DEFAULT, "Records a transform may return for one input record."),
-    key("flow.policy.max_outputs_per_call", "integer", SANDBOX_DEFAULT, "Records a transform may return in one call."),
-    key("flow.policy.max_output_bytes", "size", SANDBOX_DEFAULT, "Bytes a call may pass to the host beyond the size of its input."),
+    key("flow.policy.memory_limit", "size", Runtime("\"64MiB\""), "One budget for every linear memory and table of the plugin's instance (`\"128MiB\"`)."),
+    key("flow.policy.call_timeout", "duration", Runtime("\"1s\""), "The longest one call into the plugin may run."),
+    key("flow.policy.max_outputs_per_record", "integer", Runtime("1000"), "Records a transform may return for one input record."),
+    key("flow.policy.max_outputs_per_call", "integer", Runtime("100000"), "Records a transform may return in one call."),
+    key("flow.policy.max_output_bytes", "size", Runtime("\"64MiB\""), "Bytes a call may pass to the host beyond the size of its input."),
     // processors = [{ … }]
     key("flow.processors.plugin", "string", Required, "`builtin:filter`, `builtin:headers`, `builtin:json-mask`, `builtin:route`, or a `.wasm` component file, relative to the pipeline file's folder."),
     key("flow.processors.config", "table", Unset("`init` receives an empty config"), "The plugin's config, handed to its `init` as TOML text."),
     one_of("flow.processors.on_error", Toml("\"stop\""), ON_ERROR, "What happens to the records of a batch the processor traps, times out or fails on, and to a record it rejects: `dead-letter` sends them to `dead_letter_topic` with headers naming the plugin and the error, `skip` drops and counts them, `stop` halts the flow without committing past them (other flows keep running)."),
-    key("flow.processors.memory_limit", "size", SANDBOX_DEFAULT, "One budget for every linear memory and table of the plugin's instance (`\"128MiB\"`)."),
-    key("flow.processors.call_timeout", "duration", SANDBOX_DEFAULT, "The longest one call into the plugin may run."),
-    key("flow.processors.max_outputs_per_record", "integer", SANDBOX_DEFAULT, "Records a transform may return for one input record."),
-    key("flow.processors.max_outputs_per_call", "integer", SANDBOX_DEFAULT, "Records a transform may return in one call."),
-    key("flow.processors.max_output_bytes", "size", SANDBOX_DEFAULT, "Bytes a call may pass to the host beyond the size of its input."),
+    key("flow.processors.memory_limit", "size", Runtime("\"64MiB\""), "One budget for every linear memory and table of the plugin's instance (`\"128MiB\"`)."),
+    key("flow.processors.call_timeout", "duration", Runtime("\"1s\""), "The longest one call into the plugin may run."),
+    key("flow.processors.max_outputs_per_record", "integer", Runtime("1000"), "Records a transform may return for one input record."),
+    key("flow.processors.max_outputs_per_call", "integer", Runtime("100000"), "Records a transform may return in one call."),
+    key("flow.processors.max_output_bytes", "size", Runtime("\"64MiB\""), "Bytes a call may pass to the host beyond the size of its input."),
     // [metrics]
     key("metrics.listen", "string", Required, "The address the endpoint listens on, e.g. `\"127.0.0.1:9464\"`."),
     key("metrics.reload", "boolean", Bool(true), "Whether `POST /reload` reloads the pipeline; `false`: it answers 404."),
@@ -370,6 +372,7 @@ pub fn render_reference(header: &str) -> String {
             let default = match &k.default {
                 KeyDefault::Required => "required".to_string(),
                 KeyDefault::Unset(what) => format!("unset: {what}"),
+                KeyDefault::Runtime(value) => format!("`{value}` (the plugin runtime's)"),
                 other => format!("`{}`", other.toml("<source>").unwrap_or_default()),
             };
             let mut description = k.description.to_string();
