@@ -382,4 +382,58 @@ mod tests {
             }
         }
     }
+
+    /// Every build script checks its toolchain first: with a PATH that holds only `bash`, it
+    /// exits 1 and prints the one command that installs what is missing.
+    #[test]
+    fn build_scripts_name_the_command_that_installs_a_missing_toolchain() {
+        let bash = ["/usr/bin/bash", "/bin/bash"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| p.is_file())
+            .expect("bash");
+        let only_bash = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(bash, only_bash.path().join("bash")).unwrap();
+        let cases = [
+            (
+                Lang::Python,
+                "python3 -m pip install componentize-py==0.25.1",
+            ),
+            (Lang::Javascript, "sudo apt-get install -y nodejs npm"),
+            (
+                Lang::C,
+                "sudo apt-get install -y clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32",
+            ),
+            (
+                Lang::Rust,
+                "curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh",
+            ),
+        ];
+        for (lang, hint) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let project = dir.path().join("probe");
+            PluginNew {
+                kind: Kind::Filter,
+                lang,
+                name: None,
+                sdk: None,
+                dir: project.clone(),
+            }
+            .run()
+            .unwrap();
+            let out = std::process::Command::new(bash)
+                .arg(project.join("build.sh"))
+                .env_clear()
+                .env("PATH", only_bash.path())
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{lang:?}: {stderr}");
+            assert!(
+                stderr.lines().any(|l| l.trim() == hint),
+                "{lang:?}: no `{hint}` in {stderr}"
+            );
+            assert!(!project.join("probe.wasm").exists());
+        }
+    }
 }

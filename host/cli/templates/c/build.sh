@@ -5,6 +5,16 @@
 # (sdk/c/bindings/) from the refract checkout. Offline; needs the Debian packages clang-19,
 # lld-19, wasi-libc and libclang-rt-19-dev-wasm32, and a rustup toolchain.
 set -euo pipefail
+if ! command -v clang-19 >/dev/null; then
+  echo "clang-19 is not installed; install it and wasi-libc with:" >&2
+  echo "  sudo apt-get install -y clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32" >&2
+  exit 1
+fi
+if ! command -v rustc >/dev/null; then
+  echo "rustc is not installed (its wasm-component-ld links the component); install Rust with:" >&2
+  echo "  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh" >&2
+  exit 1
+fi
 cd "$(dirname "$0")"
 sdk="${REFRACT_HOME:-@REFRACT_HOME@}/sdk/c"
 world=$(echo "@WORLD@" | tr - _)
