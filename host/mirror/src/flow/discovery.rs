@@ -28,6 +28,10 @@ use super::lock;
 use super::run::{Delivery, Run};
 use super::slots::Slot;
 
+/// A discovery that starts mirroring more topics than this says so in one line (each topic at
+/// debug level), not one line per topic.
+const LISTED_TOPICS: usize = 20;
+
 impl Run<'_> {
     /// Lists source topics, plans them, makes sure remote topics exist, and, when partitions
     /// were added, assigns every partition that is read at its position.
@@ -75,6 +79,19 @@ impl Run<'_> {
         let last_plan = &self.plan;
         let mut added = std::mem::take(&mut self.slots.unresumed);
         self.slots.awaiting_remote = false;
+        // An estate's first discovery adds thousands of topics: one line each only for a few.
+        let new_routes = plan
+            .routes
+            .iter()
+            .filter(|r| {
+                !last_plan
+                    .routes
+                    .iter()
+                    .any(|l| l.source_topic == r.source_topic)
+            })
+            .count();
+        let each = new_routes <= LISTED_TOPICS;
+        let mut started: Vec<String> = Vec::new();
         for route in &plan.routes {
             if self.slots.incarnations.stopped(&route.source_topic) {
                 continue;
@@ -95,7 +112,11 @@ impl Run<'_> {
                 }
                 None => match created.get(&route.remote_topic) {
                     Some(Ok(())) => {
-                        info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
+                        if each {
+                            info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
+                        } else {
+                            debug!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
+                        }
                         route.partitions
                     }
                     // Not created (said by `create_remote_topics`), or not asked for.
@@ -134,7 +155,12 @@ impl Run<'_> {
                 .iter()
                 .any(|r| r.source_topic == route.source_topic)
             {
-                info!(flow = %name, "mirroring {} -> {}", route.source_topic, route.remote_topic);
+                if each {
+                    info!(flow = %name, "mirroring {} -> {}", route.source_topic, route.remote_topic);
+                } else {
+                    debug!(flow = %name, "mirroring {} -> {}", route.source_topic, route.remote_topic);
+                    started.push(format!("{} -> {}", route.source_topic, route.remote_topic));
+                }
             }
             let entry = self
                 .slots
@@ -179,6 +205,11 @@ impl Run<'_> {
                     });
                 }
             }
+        }
+        if !started.is_empty() {
+            let n = started.len();
+            started.truncate(3);
+            info!(flow = %name, "mirroring {n} more topics: {} and {} more (each is listed at debug level)", started.join(", "), n - started.len());
         }
         {
             let mut status = lock(&runner.status);
