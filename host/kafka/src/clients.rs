@@ -316,16 +316,17 @@ pub type TopicCreated = (String, Result<(), String>);
 
 /// Creates `topics` with one CreateTopics request per [`admin_batches`] batch. Per topic, in
 /// the order given: `Ok` (created, or it existed already) or why not; a request that failed as
-/// a whole fails each of its topics with that error. Returns how many requests it sent too.
+/// a whole fails each of its topics with that error. Returns how many requests it sent too, and
+/// how many of the topics existed already (a cluster that is slow to list new topics).
 pub fn create_topics(
     admin: &AdminClient<DefaultClientContext>,
     topics: &[TopicToCreate],
-) -> (Vec<TopicCreated>, usize) {
+) -> (Vec<TopicCreated>, usize, usize) {
     let options = AdminOptions::new()
         .operation_timeout(Some(REQUEST_TIMEOUT))
         .request_timeout(Some(REQUEST_TIMEOUT));
     let mut out = Vec::with_capacity(topics.len());
-    let mut requests = 0;
+    let (mut requests, mut existed) = (0, 0);
     let batches = admin_batches(topics, |t| {
         1 + usize::try_from(t.partitions).unwrap_or(0) + t.configs.len()
     });
@@ -346,11 +347,11 @@ pub fn create_topics(
         requests += 1;
         match futures_executor::block_on(admin.create_topics(new.iter(), &options)) {
             Ok(results) => {
-                let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> = results
-                    .into_iter()
-                    .filter_map(Result::err)
-                    .filter(|(_, code)| *code != RDKafkaErrorCode::TopicAlreadyExists)
-                    .collect();
+                let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> =
+                    results.into_iter().filter_map(Result::err).collect();
+                let before = errors.len();
+                errors.retain(|_, code| *code != RDKafkaErrorCode::TopicAlreadyExists);
+                existed += before - errors.len();
                 for t in chunk {
                     let result = match errors.remove(&t.name) {
                         Some(code) => Err(code.to_string()),
@@ -362,7 +363,7 @@ pub fn create_topics(
             Err(e) => out.extend(chunk.iter().map(|t| (t.name.clone(), Err(e.to_string())))),
         }
     }
-    (out, requests)
+    (out, requests, existed)
 }
 
 /// Grows each of `topics` (name, wanted partition count) with one CreatePartitions request per
