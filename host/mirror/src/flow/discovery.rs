@@ -12,7 +12,8 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, error, info, warn};
 
 use refract_kafka::clients::{
-    create_topics, ensure_topic, grow_topics, list_topics, TopicToCreate, REQUEST_TIMEOUT,
+    create_topics, ensure_topic, grow_topics, list_topics, watermarks_many, TopicToCreate,
+    REQUEST_TIMEOUT,
 };
 use refract_kafka::coordinator;
 
@@ -355,6 +356,9 @@ impl Run<'_> {
         // Per slot, records already on the target past its committed position.
         let mut on_target: HashMap<usize, i64> = HashMap::new();
         let mut mm2 = Mm2Takeover::new(&runner.flow, &runner.source, &runner.target);
+        // Slots without a position whose remote partitions' records are counted (below, in
+        // one batch).
+        let mut fresh: Vec<usize> = Vec::new();
         for elem in committed.elements() {
             let Some(i) = self.slots.find(elem.topic(), elem.partition()) else {
                 continue;
@@ -367,15 +371,8 @@ impl Run<'_> {
                 }
                 // No position yet: whatever the remote partition already holds was mirrored by
                 // a run that never committed, and will be mirrored again from the start.
-                if !runner.starts_from_earliest() {
-                    continue;
-                }
-                if let Ok((low, high)) = self.clients.target_meta.fetch_watermarks(
-                    &slot.remote,
-                    slot.partition,
-                    REQUEST_TIMEOUT,
-                ) {
-                    duplicates += u64::try_from(high - low).unwrap_or(0);
+                if runner.starts_from_earliest() {
+                    fresh.push(i);
                 }
                 continue;
             };
@@ -384,6 +381,22 @@ impl Run<'_> {
             slot.committed = Some(next);
             downstream_tpl.add_partition(&slot.remote, slot.partition);
             debug!(flow = %self.name, "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
+        }
+        if !fresh.is_empty() {
+            let partitions: Vec<(&str, i32)> = fresh
+                .iter()
+                .map(|&i| {
+                    (
+                        self.slots.slots[i].remote.as_str(),
+                        self.slots.slots[i].partition,
+                    )
+                })
+                .collect();
+            let marks = watermarks_many(&self.clients.target_meta, &partitions, REQUEST_TIMEOUT);
+            duplicates += marks
+                .values()
+                .map(|(low, high)| u64::try_from(high - low).unwrap_or(0))
+                .sum::<u64>();
         }
         if downstream_tpl.count() > 0 {
             let downstream = coordinator::committed_offsets(
@@ -394,24 +407,33 @@ impl Run<'_> {
                 |e| self.coordinator_not_ready(&runner.target.alias, e),
             )
             .context("reading the flow's committed target positions")?;
-            for elem in downstream.elements() {
-                let Offset::Offset(acked_end) = elem.offset() else {
+            let acked: Vec<(String, i32, i64)> = downstream
+                .elements()
+                .iter()
+                .filter_map(|elem| match elem.offset() {
+                    Offset::Offset(end) => Some((elem.topic().to_string(), elem.partition(), end)),
+                    _ => None,
+                })
+                .collect();
+            let partitions: Vec<(&str, i32)> =
+                acked.iter().map(|(t, p, _)| (t.as_str(), *p)).collect();
+            let marks = watermarks_many(&self.clients.target_meta, &partitions, REQUEST_TIMEOUT);
+            // The added slots by remote partition (a lookup per committed partition).
+            let by_remote: HashMap<(&str, i32), usize> = added
+                .iter()
+                .map(|&i| {
+                    let slot = &self.slots.slots[i];
+                    ((slot.remote.as_str(), slot.partition), i)
+                })
+                .collect();
+            for (topic, partition, acked_end) in &acked {
+                let Some((_, high)) = marks.get(&(topic.clone(), *partition)) else {
                     continue;
                 };
-                if let Ok((_, high)) = self.clients.target_meta.fetch_watermarks(
-                    elem.topic(),
-                    elem.partition(),
-                    REQUEST_TIMEOUT,
-                ) {
-                    let beyond = (high - acked_end).max(0);
-                    duplicates += beyond as u64;
-                    let slot =
-                        self.slots.slots.iter().position(|s| {
-                            s.remote == elem.topic() && s.partition == elem.partition()
-                        });
-                    if let Some(i) = slot.filter(|i| added.contains(i)) {
-                        on_target.insert(i, beyond);
-                    }
+                let beyond = (high - acked_end).max(0);
+                duplicates += beyond as u64;
+                if let Some(&i) = by_remote.get(&(topic.as_str(), *partition)) {
+                    on_target.insert(i, beyond);
                 }
             }
         }

@@ -24,7 +24,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, info};
 
 use refract_config::OnLostRecords;
-use refract_kafka::clients::REQUEST_TIMEOUT;
+use refract_kafka::clients::{watermarks_many, REQUEST_TIMEOUT};
 use refract_kafka::source_queue::SourceError;
 
 use crate::clock::now_ms;
@@ -107,21 +107,30 @@ impl Run<'_> {
         added: &[usize],
         on_target: &HashMap<usize, i64>,
     ) -> Result<()> {
-        for &i in added {
+        // Every log start in one batched lookup, not a request per partition.
+        let positioned: Vec<usize> = added
+            .iter()
+            .copied()
+            .filter(|&i| self.slots.slots[i].position.is_some())
+            .collect();
+        let partitions: Vec<(&str, i32)> = positioned
+            .iter()
+            .map(|&i| {
+                (
+                    self.slots.slots[i].topic.as_str(),
+                    self.slots.slots[i].partition,
+                )
+            })
+            .collect();
+        let marks = watermarks_many(&self.clients.consumer, &partitions, REQUEST_TIMEOUT);
+        for i in positioned {
             let slot = &self.slots.slots[i];
             let Some(next) = slot.position else {
                 continue;
             };
-            let low = match self.clients.consumer.fetch_watermarks(
-                &slot.topic,
-                slot.partition,
-                REQUEST_TIMEOUT,
-            ) {
-                Ok((low, _)) => low,
-                Err(e) => {
-                    debug!(flow = %self.name, "{}[{}]: log start offset not read ({e}); a gap is found when it is read", slot.topic, slot.partition);
-                    continue;
-                }
+            let Some(&(low, _)) = marks.get(&(slot.topic.clone(), slot.partition)) else {
+                debug!(flow = %self.name, "{}[{}]: log start offset not read; a gap is found when it is read", slot.topic, slot.partition);
+                continue;
             };
             if next < low {
                 let already = on_target.get(&i).copied().unwrap_or(0).max(0);
