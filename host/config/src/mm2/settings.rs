@@ -135,7 +135,7 @@ pub(super) const NOT_NEEDED: &[(&[&str], &str)] = &[
     ),
     (
         &["offset.storage.", "config.storage.", "status.storage."],
-        "refract keeps no Kafka Connect state topics of its own: at-least-once progress is committed to the source group refract-<source>-<target>; the offsets topic is read to take over from MM2 and written by exactly-once flows, created when missing with internal_replication_factor",
+        "refract keeps no Kafka Connect state topics of its own: at-least-once progress is committed to the source group `refract-<source>-<target>`; the offsets topic is read to take over from MM2 and written by exactly-once flows, created when missing with `internal_replication_factor`",
     ),
 ];
 
