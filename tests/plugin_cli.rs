@@ -580,3 +580,88 @@ fn plugin_test_refuses_routes_to_internal_topics() {
         assert!(reason.contains(topic), "{reason}");
     }
 }
+
+/// A ```console block in the book or the README is a transcript: each `$ ` command (with its
+/// `\`-continued lines) runs in bash from the repository root with this build's `refract` first
+/// on PATH, and must print exactly the lines shown under it. Commands there must work without
+/// Kafka (`plugin test`, `convert`, …); output that needs clusters is shown in ```text blocks.
+#[test]
+fn the_books_console_transcripts_are_what_refract_prints() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read docs/src") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    let bin_dir = std::path::Path::new(support::Refract::bin())
+        .parent()
+        .expect("the binary's folder")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = 0;
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read a markdown file");
+        let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let mut lines = text.lines().enumerate().peekable();
+        while let Some((_, line)) = lines.next() {
+            if line.trim_end() != "```console" {
+                continue;
+            }
+            // (line number, command, expected output) per prompt of the block.
+            let mut steps: Vec<(usize, String, Vec<String>)> = Vec::new();
+            for (n, line) in lines.by_ref() {
+                if line.starts_with("```") {
+                    break;
+                }
+                let continued = steps
+                    .last()
+                    .is_some_and(|(_, cmd, out)| out.is_empty() && cmd.ends_with('\\'));
+                if let Some(cmd) = line.strip_prefix("$ ") {
+                    steps.push((n + 1, cmd.to_string(), Vec::new()));
+                } else if continued {
+                    let last = steps.last_mut().expect("a step");
+                    last.1.push('\n');
+                    last.1.push_str(line);
+                } else if let Some(last) = steps.last_mut() {
+                    last.2.push(line.to_string());
+                } else {
+                    wrong.push(format!("{shown}:{}: output before any `$ ` command", n + 1));
+                }
+            }
+            for (n, cmd, expected) in steps {
+                let out = Command::new("bash")
+                    .args(["-c", &cmd])
+                    .current_dir(&root)
+                    .env("PATH", &path)
+                    .output()
+                    .expect("run bash");
+                ran += 1;
+                let printed = String::from_utf8_lossy(&out.stdout);
+                let printed: Vec<&str> = printed.lines().collect();
+                if !out.status.success() || printed != expected {
+                    wrong.push(format!(
+                        "{shown}:{n}: `{cmd}` ({}) printed\n{}\nbut the book shows\n{}\n{}",
+                        out.status,
+                        printed.join("\n"),
+                        expected.join("\n"),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    assert!(ran >= 3, "only {ran} transcript commands found in README.md and docs/src");
+}
