@@ -613,7 +613,11 @@ fn the_books_console_transcripts_are_what_refract_prints() {
     let mut wrong = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("read a markdown file");
-        let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let shown = file
+            .strip_prefix(&root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         let mut lines = text.lines().enumerate().peekable();
         while let Some((_, line)) = lines.next() {
             if line.trim_end() != "```console" {
@@ -663,5 +667,8 @@ fn the_books_console_transcripts_are_what_refract_prints() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
-    assert!(ran >= 3, "only {ran} transcript commands found in README.md and docs/src");
+    assert!(
+        ran >= 3,
+        "only {ran} transcript commands found in README.md and docs/src"
+    );
 }
