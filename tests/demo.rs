@@ -46,4 +46,29 @@ fn demo_mirrors_everything_and_exits_zero() {
         rows.iter().all(|w| w[4] == w[5] && w[4] == "100"),
         "{stdout}"
     );
+    // The book's sample of this output (docs/src/getting-started/demo.md, "..." for rows left
+    // out): every line it shows is a line the demo printed, in the same order.
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/getting-started/demo.md"),
+    )
+    .expect("read docs/src/getting-started/demo.md");
+    let sample: Vec<&str> = page
+        .split("```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the demo page shows a ```text sample")
+        .lines()
+        .filter(|l| *l != "...")
+        .collect();
+    let printed: Vec<&str> = stdout.lines().map(str::trim_end).collect();
+    let mut at = 0;
+    for line in &sample {
+        match printed[at..].iter().position(|p| p == line) {
+            Some(i) => at += i + 1,
+            None => panic!(
+                "docs/src/getting-started/demo.md shows `{line}`, which the demo did not print (in this order):\n{stdout}"
+            ),
+        }
+    }
 }
