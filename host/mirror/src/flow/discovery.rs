@@ -228,7 +228,13 @@ impl Run<'_> {
             status.partitions.sort();
         }
         if !added.is_empty() {
-            let resumed = self.resume(&added).and_then(|()| self.assign());
+            let at = Instant::now();
+            let resumed = self.resume(&added).and_then(|()| {
+                let resumed_in = at.elapsed();
+                self.assign()?;
+                debug!(flow = %name, "{} new partition(s): resumed in {:.2} s, assigned in {:.2} s", added.len(), resumed_in.as_secs_f64(), (at.elapsed() - resumed_in).as_secs_f64());
+                Ok(())
+            });
             if let Err(e) = resumed {
                 self.slots.unresumed = added;
                 return Err(e);

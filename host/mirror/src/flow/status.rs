@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::Consumer;
-
 use tracing::{debug, info, warn};
 
 use refract_config::Side;
@@ -19,6 +17,7 @@ use super::board::FlowBoard;
 use super::run::Run;
 use super::slots::{cached_high_watermark, Slot};
 use super::{lock, FlowRunner, STALL_AFTER};
+use refract_kafka::clients::watermarks_many;
 
 /// What a running flow has done, shared with whoever started it.
 #[derive(Debug, Default, Clone)]
@@ -311,8 +310,9 @@ impl FlowRunner {
 }
 
 impl Run<'_> {
-    /// Per partition: the source's high watermark (as of the consumer's last fetch; a watermark request only when none is cached)
-    /// minus the position after the last record the target acknowledged.
+    /// Per partition: the source's high watermark (as of the consumer's last fetch; for
+    /// partitions no fetch has answered for yet, one batched lookup for all of them) minus the
+    /// position after the last record the target acknowledged.
     pub(super) fn update_lag(&self) {
         let (runner, name, clients) = (self.runner, &self.name, &self.clients);
         // Cached watermarks of a source that does not answer are stale: the lag is unknown
@@ -320,6 +320,24 @@ impl Run<'_> {
         if runner.unreachable(Side::Source) {
             return;
         }
+        // Partitions no fetch has answered for yet (a flow that just started, new partitions):
+        // their watermarks in one batched lookup. One request each, as before, held the run loop
+        // for about 3 ms per partition: 15 s before the first record at 5,000 partitions.
+        let cached: Vec<Option<i64>> = self
+            .slots
+            .slots
+            .iter()
+            .map(|slot| cached_high_watermark(&clients.consumer, &slot.topic, slot.partition))
+            .collect();
+        let unknown: Vec<(&str, i32)> = self
+            .slots
+            .slots
+            .iter()
+            .zip(&cached)
+            .filter(|(_, high)| high.is_none())
+            .map(|(slot, _)| (slot.topic.as_str(), slot.partition))
+            .collect();
+        let asked = watermarks_many(&clients.consumer, &unknown, Duration::from_secs(1));
         let progress = lock(&self.progress);
         let mut lag = BTreeMap::new();
         let mut acknowledged = 0i64;
@@ -327,15 +345,11 @@ impl Run<'_> {
         let mut per_topic: BTreeMap<&str, (i64, Option<&SourcePartitionMetrics>)> = BTreeMap::new();
         for (i, slot) in self.slots.slots.iter().enumerate() {
             // librdkafka only knows a partition's watermark after a fetch answered for it.
-            let Some(high) = cached_high_watermark(&clients.consumer, &slot.topic, slot.partition)
-                .or_else(|| {
-                    clients
-                        .consumer
-                        .fetch_watermarks(&slot.topic, slot.partition, Duration::from_secs(1))
-                        .ok()
-                        .map(|(_, high)| high)
-                })
-            else {
+            let Some(high) = cached[i].or_else(|| {
+                asked
+                    .get(&(slot.topic.clone(), slot.partition))
+                    .map(|&(_, high)| high)
+            }) else {
                 debug!(flow = %name, "lag of {}[{}]: no high watermark", slot.topic, slot.partition);
                 continue;
             };
