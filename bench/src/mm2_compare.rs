@@ -561,6 +561,8 @@ fn fill(bootstrap: &str, topics: &[String], records: usize, opts: &Opts) -> Resu
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")
         .set("queue.buffering.max.messages", "1000000")
+        // A retried request must not write a record twice: the counts are checked exactly.
+        .set("enable.idempotence", "true")
         .create()
         .context("fill producer")?;
     let pad = "x".repeat(opts.value_bytes.saturating_sub(80));
