@@ -808,3 +808,78 @@ fn hand_written_references_name_what_the_code_uses() {
         missing.join("\n")
     );
 }
+
+/// The built-in plugins' config sections of docs/src/reference/builtin-plugins.md are their
+/// sources' `//!` documentation (the top of each plugin's `lib.rs`), a `toml` block there
+/// shown as `toml,fragment`. `REFRACT_BLESS=1` rewrites the sections from the sources.
+#[test]
+fn builtin_plugin_docs_are_their_sources_docs() {
+    let root = root();
+    let path = root.join("docs/src/reference/builtin-plugins.md");
+    let page = std::fs::read_to_string(&path).expect("read builtin-plugins.md");
+    let sources = [
+        (
+            "### `builtin:filter`",
+            "plugins/processors/filter/src/lib.rs",
+        ),
+        (
+            "### `builtin:headers`",
+            "plugins/processors/headers/src/lib.rs",
+        ),
+        (
+            "### `builtin:json-mask`",
+            "plugins/processors/json-mask/src/lib.rs",
+        ),
+        ("### `builtin:route`", "plugins/processors/route/src/lib.rs"),
+        (
+            "### `rename (plugins/rename, a file, not built in)`",
+            "plugins/rename/src/lib.rs",
+        ),
+    ];
+    let mut generated = page.clone();
+    for (heading, source) in sources {
+        let text =
+            std::fs::read_to_string(root.join(source)).unwrap_or_else(|e| panic!("{source}: {e}"));
+        let doc: Vec<String> = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| {
+                let l = l.trim_start_matches("//!");
+                let l = l.strip_prefix(' ').unwrap_or(l);
+                if l == "```toml" {
+                    "```toml,fragment".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        assert!(!doc.is_empty(), "{source} has no //! documentation");
+        let start = generated
+            .find(heading)
+            .unwrap_or_else(|| panic!("builtin-plugins.md has no `{heading}` section"));
+        let body = start + heading.len();
+        let end = generated[body..]
+            .find("\n#")
+            .map_or(generated.len(), |i| body + i + 1);
+        let section = format!("{heading}\n\n{}\n\n", doc.join("\n").trim_end());
+        let section = if end == generated.len() {
+            section.trim_end().to_string() + "\n"
+        } else {
+            section
+        };
+        generated.replace_range(start..end, &section);
+    }
+    if std::env::var_os("REFRACT_BLESS").is_some() {
+        std::fs::write(&path, &generated).expect("write builtin-plugins.md");
+        return;
+    }
+    assert!(
+        generated == page,
+        "docs/src/reference/builtin-plugins.md differs from the plugins' //! documentation (first difference at line {}); regenerate it with REFRACT_BLESS=1 cargo test -p refract --bin refract builtin_plugin_docs",
+        generated
+            .lines()
+            .zip(page.lines())
+            .position(|(a, b)| a != b)
+            .map_or(0, |i| i + 1)
+    );
+}
