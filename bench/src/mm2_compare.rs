@@ -592,7 +592,14 @@ fn fill(bootstrap: &str, topics: &[String], records: usize, opts: &Opts) -> Resu
     let rate = records as f64 / started.elapsed().as_secs_f64();
     // The counter the runs use (one ListOffsets request), checked against per-partition
     // watermark queries.
-    let n = Counter::new(bootstrap, topics, opts.partitions)?.count();
+    // A fresh client may not know every leader at first: asked again for up to 30 s.
+    let counter = Counter::new(bootstrap, topics, opts.partitions)?;
+    let asked = Instant::now();
+    let mut n = counter.count();
+    while n != records as i64 && asked.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+        n = counter.count();
+    }
     let check: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -1255,10 +1262,15 @@ struct Counter {
     partitions: i32,
     /// Per topic: whether it exists with all its partitions led (asked until all do).
     ready: std::cell::RefCell<Vec<bool>>,
-    request: std::cell::RefCell<TopicPartitionList>,
-    /// The last count read: what a request that failed (a busy broker) counts as.
-    last: std::cell::Cell<i64>,
+    /// The ready topics' partitions in lists of at most [`COUNTER_CHUNK`], each with the last
+    /// count read for it: a lookup that fails (librdkafka fails all of one list until its client
+    /// knows every partition's leader, which for thousands of new partitions took ~25 s) counts
+    /// as that, and the lists it already knows count.
+    chunks: std::cell::RefCell<Vec<(TopicPartitionList, i64)>>,
 }
+
+/// Partitions per ListOffsets lookup of [`Counter`].
+const COUNTER_CHUNK: usize = 500;
 
 impl Counter {
     fn new(bootstrap: &str, topics: &[String], partitions: i32) -> Result<Self> {
@@ -1272,8 +1284,7 @@ impl Counter {
             topics: topics.to_vec(),
             partitions,
             ready: std::cell::RefCell::new(vec![false; topics.len()]),
-            request: std::cell::RefCell::new(TopicPartitionList::new()),
-            last: std::cell::Cell::new(0),
+            chunks: std::cell::RefCell::new(Vec::new()),
         })
     }
 
@@ -1283,7 +1294,7 @@ impl Counter {
             // One topic: ask for it alone; an estate: one request for all topics.
             let asked = (self.topics.len() == 1).then(|| self.topics[0].as_str());
             let Ok(md) = self.consumer.fetch_metadata(asked, Duration::from_secs(5)) else {
-                return self.last.get();
+                return self.chunks.borrow().iter().map(|(_, n)| n).sum();
             };
             let led: std::collections::HashSet<&str> = md
                 .topics()
@@ -1295,38 +1306,43 @@ impl Counter {
                 })
                 .map(|t| t.name())
                 .collect();
-            let mut request = self.request.borrow_mut();
+            let mut chunks = self.chunks.borrow_mut();
             for (i, topic) in self.topics.iter().enumerate() {
                 if !ready[i] && led.contains(topic.as_str()) {
                     ready[i] = true;
-                    for p in 0..self.partitions {
-                        // Cannot fail: a valid partition number.
-                        let _ = request.add_partition_offset(topic, p, Offset::End);
+                    if chunks
+                        .last()
+                        .is_none_or(|(tpl, _)| tpl.count() >= COUNTER_CHUNK)
+                    {
+                        chunks.push((TopicPartitionList::new(), 0));
+                    }
+                    if let Some((tpl, _)) = chunks.last_mut() {
+                        for p in 0..self.partitions {
+                            // Cannot fail: a valid partition number.
+                            let _ = tpl.add_partition_offset(topic, p, Offset::End);
+                        }
                     }
                 }
             }
         }
-        let request = self.request.borrow();
-        if request.count() == 0 {
-            return 0;
-        }
-        let n = self
-            .consumer
-            .offsets_for_times(request.clone(), Duration::from_secs(5))
-            .map(|tpl| {
-                tpl.elements()
+        let mut chunks = self.chunks.borrow_mut();
+        // One topic: the 5 s the single lookup always had; an estate: 1 s per list.
+        let timeout = Duration::from_secs(if chunks.len() > 1 { 1 } else { 5 });
+        for (tpl, last) in chunks.iter_mut() {
+            if let Ok(answer) = self.consumer.offsets_for_times(tpl.clone(), timeout) {
+                let n: i64 = answer
+                    .elements()
                     .iter()
                     .filter(|e| e.error().is_ok())
                     .filter_map(|e| match e.offset() {
                         Offset::Offset(n) => Some(n),
                         _ => None,
                     })
-                    .sum()
-            })
-            .unwrap_or(0)
-            .max(self.last.get());
-        self.last.set(n);
-        n
+                    .sum();
+                *last = (*last).max(n);
+            }
+        }
+        chunks.iter().map(|(_, n)| n).sum()
     }
 }
 
