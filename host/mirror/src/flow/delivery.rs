@@ -149,6 +149,34 @@ impl DeliveryContext {
         *lock(&self.fatal_seen) = Some(seen.clone());
         Some(seen)
     }
+
+    /// Why a record failed, and the reason its partition is degraded with: a producer that
+    /// failed fatally is named by its fatal error (a refused producer id is `authorization`),
+    /// never by the "Fatal error" librdkafka gives each record it refuses afterwards.
+    fn failure(
+        &self,
+        code: Option<RDKafkaErrorCode>,
+        other: impl std::fmt::Display,
+    ) -> (Reason, String) {
+        match (code, self.fatal()) {
+            (_, Some((code, why))) => (
+                Reason::of_delivery(code),
+                format!(
+                    "writing to cluster {}: the producer failed fatally: {}: {why}",
+                    self.target,
+                    describe(code)
+                ),
+            ),
+            (Some(code), None) => (
+                Reason::of_delivery(code),
+                format!("writing to cluster {}: {}", self.target, describe(code)),
+            ),
+            (None, None) => (
+                Reason::Produce,
+                format!("writing to cluster {}: {other}", self.target),
+            ),
+        }
+    }
 }
 
 impl ClientContext for DeliveryContext {}
@@ -187,24 +215,7 @@ impl ProducerContext for DeliveryContext {
                 }
             }
             Err((e, _)) => {
-                let (reason, error) = match (e.rdkafka_error_code(), self.fatal()) {
-                    (_, Some((code, why))) => (
-                        Reason::of_delivery(code),
-                        format!(
-                            "writing to cluster {}: the producer failed fatally: {}: {why}",
-                            self.target,
-                            describe(code)
-                        ),
-                    ),
-                    (Some(code), None) => (
-                        Reason::of_delivery(code),
-                        format!("writing to cluster {}: {}", self.target, describe(code)),
-                    ),
-                    (None, None) => (
-                        Reason::Produce,
-                        format!("writing to cluster {}: {e}", self.target),
-                    ),
-                };
+                let (reason, error) = self.failure(e.rdkafka_error_code(), e);
                 p.failed(offset, reason, error);
             }
         }
@@ -286,9 +297,15 @@ impl Clients {
                 // unknown partition): a failed delivery of its partition, which is paused and
                 // retried.
                 Err((KafkaError::MessageProduction(code), _)) if slot != NO_SLOT => {
-                    let mut progress = lock(&self.producer.context().progress);
+                    let context = self.producer.context();
+                    let (reason, error) = if code == RDKafkaErrorCode::Fatal {
+                        context.failure(Some(code), describe(code))
+                    } else {
+                        (Reason::of_delivery(code), describe(code))
+                    };
+                    let mut progress = lock(&context.progress);
                     if let Some(p) = progress.get_mut(slot) {
-                        p.failed(offset, Reason::of_delivery(code), describe(code));
+                        p.failed(offset, reason, error);
                     }
                     return Ok(());
                 }
