@@ -18,6 +18,8 @@
 //!   binary a [`Build`] names (`env!("CARGO_BIN_EXE_refract")` exists only in the cli package's
 //!   integration tests, which implement it);
 //! - pipeline files ([`pipeline`](mod@pipeline)) and the metrics endpoint ([`metrics`]);
+//! - golden files that `REFRACT_BLESS=1` rewrites ([`golden`]): generated references and
+//!   expositions;
 //! - with the `tls` feature, test certificates and brokers with TLS and SASL listeners
 //!   ([`tls`]).
 //!
@@ -25,6 +27,7 @@
 //! benchmark calls, returns errors instead.
 
 pub mod broker;
+pub mod golden;
 pub mod metrics;
 pub mod pipeline;
 pub mod ports;

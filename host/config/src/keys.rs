@@ -404,29 +404,15 @@ pub(crate) mod tests {
     /// Compares a generated page with the committed `docs/src/reference/<name>`;
     /// `REFRACT_BLESS=1` writes it instead.
     pub(crate) fn assert_page(name: &str, test: &str, text: &str) {
-        let path = format!(
-            "{}/../../docs/src/reference/{name}",
-            env!("CARGO_MANIFEST_DIR")
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/reference")
+            .join(name);
+        refract_testkit::golden::assert_golden(
+            &path,
+            &format!("docs/src/reference/{name}"),
+            text,
+            &format!("REFRACT_BLESS=1 cargo test -p refract-config --lib {test}"),
         );
-        if std::env::var_os("REFRACT_BLESS").is_some() {
-            std::fs::create_dir_all(Path::new(&path).parent().unwrap()).unwrap();
-            std::fs::write(&path, text).unwrap();
-            return;
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if text != committed {
-            let at = text
-                .lines()
-                .zip(committed.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or_else(|| text.lines().count().min(committed.lines().count()));
-            panic!(
-                "docs/src/reference/{name} is not what the code generates (first difference at line {}):\n  generated: {:?}\n  committed: {:?}\nregenerate it with `REFRACT_BLESS=1 cargo test -p refract-config --lib {test}` and commit it",
-                at + 1,
-                text.lines().nth(at),
-                committed.lines().nth(at)
-            );
-        }
     }
 
     /// The header of a generated page.

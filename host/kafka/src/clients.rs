@@ -345,25 +345,46 @@ pub fn create_topics(
             })
             .collect();
         requests += 1;
-        match futures_executor::block_on(admin.create_topics(new.iter(), &options)) {
-            Ok(results) => {
-                let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> =
-                    results.into_iter().filter_map(Result::err).collect();
-                let before = errors.len();
-                errors.retain(|_, code| *code != RDKafkaErrorCode::TopicAlreadyExists);
-                existed += before - errors.len();
-                for t in chunk {
-                    let result = match errors.remove(&t.name) {
-                        Some(code) => Err(code.to_string()),
-                        None => Ok(()),
-                    };
-                    out.push((t.name.clone(), result));
-                }
-            }
-            Err(e) => out.extend(chunk.iter().map(|t| (t.name.clone(), Err(e.to_string())))),
-        }
+        let answer = futures_executor::block_on(admin.create_topics(new.iter(), &options));
+        existed += per_topic(
+            chunk.iter().map(|t| t.name.as_str()),
+            answer,
+            Some(RDKafkaErrorCode::TopicAlreadyExists),
+            &mut out,
+        );
     }
     (out, requests, existed)
+}
+
+/// Appends to `out`, per topic of one admin request in `names`' order, `Ok` or the broker's
+/// error for it; a request that failed as a whole fails each of its topics with that error. An
+/// error equal to `tolerated` counts as `Ok`; returns how many did.
+fn per_topic<'a>(
+    names: impl Iterator<Item = &'a str>,
+    answer: rdkafka::error::KafkaResult<Vec<rdkafka::admin::TopicResult>>,
+    tolerated: Option<RDKafkaErrorCode>,
+    out: &mut Vec<TopicCreated>,
+) -> usize {
+    match answer {
+        Ok(results) => {
+            let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> =
+                results.into_iter().filter_map(Result::err).collect();
+            let before = errors.len();
+            errors.retain(|_, code| Some(*code) != tolerated);
+            let ignored = before - errors.len();
+            out.extend(names.map(|name| {
+                let result = errors
+                    .remove(name)
+                    .map_or(Ok(()), |code| Err(code.to_string()));
+                (name.to_string(), result)
+            }));
+            ignored
+        }
+        Err(e) => {
+            out.extend(names.map(|name| (name.to_string(), Err(e.to_string()))));
+            0
+        }
+    }
 }
 
 /// Grows each of `topics` (name, wanted partition count) with one CreatePartitions request per
@@ -387,24 +408,13 @@ pub fn grow_topics<C: rdkafka::client::ClientContext>(
             .map(|(name, partitions)| NewPartitions::new(name, (*partitions).max(0) as usize))
             .collect();
         requests += 1;
-        match futures_executor::block_on(admin.create_partitions(new.iter(), &options)) {
-            Ok(results) => {
-                let mut errors: std::collections::HashMap<String, RDKafkaErrorCode> =
-                    results.into_iter().filter_map(Result::err).collect();
-                out.extend(chunk.iter().map(|(name, _)| {
-                    let result = match errors.remove(name) {
-                        Some(code) => Err(code.to_string()),
-                        None => Ok(()),
-                    };
-                    (name.clone(), result)
-                }));
-            }
-            Err(e) => out.extend(
-                chunk
-                    .iter()
-                    .map(|(name, _)| (name.clone(), Err(e.to_string()))),
-            ),
-        }
+        let answer = futures_executor::block_on(admin.create_partitions(new.iter(), &options));
+        per_topic(
+            chunk.iter().map(|(name, _)| name.as_str()),
+            answer,
+            None,
+            &mut out,
+        );
     }
     // The producer must know the new partition counts before records go to them: one metadata
     // request per try for all grown topics (all topics when more than one grew).
@@ -552,6 +562,40 @@ pub fn await_partitions<C: rdkafka::client::ClientContext>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_topic_of_an_admin_request_gets_its_own_result() {
+        let mut out = Vec::new();
+        let answer = Ok(vec![
+            Ok("a".to_string()),
+            Err(("b".to_string(), RDKafkaErrorCode::TopicAlreadyExists)),
+            Err(("c".to_string(), RDKafkaErrorCode::PolicyViolation)),
+        ]);
+        let tolerated = Some(RDKafkaErrorCode::TopicAlreadyExists);
+        let names = ["a", "b", "c"];
+        assert_eq!(per_topic(names.into_iter(), answer, tolerated, &mut out), 1);
+        assert_eq!(out[..2], [("a".into(), Ok(())), ("b".into(), Ok(()))]);
+        assert_eq!(out[2].0, "c");
+        assert!(
+            out[2]
+                .1
+                .as_ref()
+                .is_err_and(|e| e.contains("Policy violation")),
+            "{out:?}"
+        );
+        // A request that failed as a whole fails each of its topics, after the earlier ones.
+        let failed = Err(rdkafka::error::KafkaError::AdminOp(
+            RDKafkaErrorCode::OperationTimedOut,
+        ));
+        assert_eq!(
+            per_topic(["d", "e"].into_iter(), failed, tolerated, &mut out),
+            0
+        );
+        assert_eq!(out.len(), 5);
+        assert!(out[3..]
+            .iter()
+            .all(|(_, r)| r.as_ref().is_err_and(|e| e.contains("OperationTimedOut"))));
+    }
 
     #[test]
     fn admin_batches_respect_the_topic_and_record_budgets() {

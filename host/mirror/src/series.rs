@@ -1065,24 +1065,12 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
     /// a change a scraper sees).
     fn assert_golden(name: &str, text: &str) {
         let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
-        if std::env::var_os("REFRACT_BLESS").is_some() {
-            std::fs::write(&path, text).unwrap();
-            return;
-        }
-        let golden = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        if text != golden {
-            let at = text
-                .lines()
-                .zip(golden.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or_else(|| text.lines().count().min(golden.lines().count()));
-            panic!(
-                "the exposition differs from {path} at line {}:\n  got:    {:?}\n  golden: {:?}\nwhole exposition:\n{text}",
-                at + 1,
-                text.lines().nth(at),
-                golden.lines().nth(at)
-            );
-        }
+        refract_testkit::golden::assert_golden(
+            std::path::Path::new(&path),
+            &format!("host/mirror/tests/golden/{name}"),
+            text,
+            "REFRACT_BLESS=1 cargo test -p refract-mirror --lib series",
+        );
     }
 
     /// The whole `/metrics` of one process mirroring `a->b` (one topic of 2 partitions, one
@@ -1385,23 +1373,11 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
             "{}/../../docs/src/reference/metrics.md",
             env!("CARGO_MANIFEST_DIR")
         );
-        if std::env::var_os("REFRACT_BLESS").is_some() {
-            std::fs::write(&path, &text).unwrap();
-            return;
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if text != committed {
-            let at = text
-                .lines()
-                .zip(committed.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or_else(|| text.lines().count().min(committed.lines().count()));
-            panic!(
-                "docs/src/reference/metrics.md is not what the series definitions generate (first difference at line {}):\n  generated: {:?}\n  committed: {:?}\nregenerate it with `REFRACT_BLESS=1 cargo test -p refract-mirror --lib {test}` and commit it",
-                at + 1,
-                text.lines().nth(at),
-                committed.lines().nth(at)
-            );
-        }
+        refract_testkit::golden::assert_golden(
+            std::path::Path::new(&path),
+            "docs/src/reference/metrics.md",
+            &text,
+            &format!("REFRACT_BLESS=1 cargo test -p refract-mirror --lib {test}"),
+        );
     }
 }

@@ -389,15 +389,7 @@ impl Run<'_> {
             debug!(flow = %self.name, "{}[{}] resumes at offset {next}", slot.topic, slot.partition);
         }
         if !fresh.is_empty() {
-            let partitions: Vec<(&str, i32)> = fresh
-                .iter()
-                .map(|&i| {
-                    (
-                        self.slots.slots[i].remote.as_str(),
-                        self.slots.slots[i].partition,
-                    )
-                })
-                .collect();
+            let partitions = self.slots.remote_partitions(&fresh);
             let marks = watermarks_many(&self.clients.target_meta, &partitions, REQUEST_TIMEOUT);
             duplicates += marks
                 .values()

@@ -113,15 +113,7 @@ impl Run<'_> {
             .copied()
             .filter(|&i| self.slots.slots[i].position.is_some())
             .collect();
-        let partitions: Vec<(&str, i32)> = positioned
-            .iter()
-            .map(|&i| {
-                (
-                    self.slots.slots[i].topic.as_str(),
-                    self.slots.slots[i].partition,
-                )
-            })
-            .collect();
+        let partitions = self.slots.source_partitions(&positioned);
         let marks = watermarks_many(&self.clients.consumer, &partitions, REQUEST_TIMEOUT);
         for i in positioned {
             let slot = &self.slots.slots[i];

@@ -66,6 +66,23 @@ impl Slots {
             .copied()
             .flatten()
     }
+
+    /// The source topic-partitions of the slots `indices`, in that order (for one batched
+    /// lookup of all their watermarks).
+    pub(super) fn source_partitions(&self, indices: &[usize]) -> Vec<(&str, i32)> {
+        indices
+            .iter()
+            .map(|&i| (self.slots[i].topic.as_str(), self.slots[i].partition))
+            .collect()
+    }
+
+    /// The remote topic-partitions of the slots `indices`, in that order.
+    pub(super) fn remote_partitions(&self, indices: &[usize]) -> Vec<(&str, i32)> {
+        indices
+            .iter()
+            .map(|&i| (self.slots[i].remote.as_str(), self.slots[i].partition))
+            .collect()
+    }
 }
 
 /// The high watermark librdkafka last saw for a partition in a fetch response (no request).
