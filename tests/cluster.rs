@@ -718,3 +718,76 @@ fn a_second_process_without_cluster_waits_for_the_first_and_takes_over() {
     assert!(sent > 0, "the second process mirrored the rest");
     println!("solo guard: {produced} records, each once; the second process mirrored {sent}");
 }
+
+/// Two processes started at the same moment on one pipeline without `[cluster]`: each claims
+/// the flow by joining its solo group before reading, one of them mirrors, the other waits on
+/// standby, and no record reaches the target twice (before claims, both mirrored the first
+/// seconds).
+#[test]
+fn two_processes_started_together_mirror_each_record_once() {
+    let a = Broker::start("a");
+    let b = Broker::start("b");
+    let topic = unique("together");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 4);
+    let producing = Producing::start(&a, &topic, 4);
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(
+            &[("a", &a), ("b", &b)],
+            &format!(
+                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\n\
+                 refresh_topics_interval = \"2s\"\ncommit_interval = \"1s\"\n\
+                 replication_factor = 1\ninternal_replication_factor = 1\n\
+                 emit_checkpoints = false\n"
+            )
+        )
+    );
+    let one = Process::start(&text, "one");
+    let two = Process::start(&text, "two");
+    let both = [&one, &two];
+    let states = || -> Vec<String> {
+        both.iter()
+            .map(|p| {
+                p.flow()
+                    .map(|f| f["state"].as_str().unwrap_or_default().to_string())
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    one.refract
+        .wait("one process running and the other on standby", || {
+            let mut s = states();
+            s.sort();
+            s == ["running", "standby"]
+        });
+    let runner = if states()[0] == "running" { &one } else { &two };
+    let standby = if std::ptr::eq(runner, &one) {
+        &two
+    } else {
+        &one
+    };
+    // The runner mirrors on while the other waits: enough time for a second reader to have
+    // written duplicates.
+    let before = b.counts(&remote).iter().sum::<i64>();
+    runner.refract.wait("the runner to go on mirroring", || {
+        b.counts(&remote).iter().sum::<i64>() > before + 200
+    });
+    let waiting = standby.flow().expect("status");
+    assert_eq!(waiting["state"], "standby", "{waiting}");
+    assert!(waiting["held_elsewhere"].is_string(), "{waiting}");
+    let produced = producing.finish();
+    runner.refract.wait("every record on b", || {
+        b.counts(&remote).iter().sum::<i64>() >= produced as i64
+    });
+    assert_eq!(
+        b.read_all(&remote),
+        a.read_all(&topic),
+        "each source record once, in order, although two processes started together:\n{}",
+        logs(&both)
+    );
+    println!(
+        "started together: {produced} records, each once; {} ran the flow",
+        runner.name
+    );
+}

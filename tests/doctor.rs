@@ -710,6 +710,93 @@ fn a_missing_write_acl_degrades_the_flow_and_check_names_it() {
     );
 }
 
+/// A principal without Read on the flow's solo group (the guard against a second process on
+/// the same pipeline) still mirrors, and the process says at run time that a second process
+/// would not notice it, naming the group.
+#[test]
+fn a_missing_solo_group_acl_is_said_and_the_flow_runs() {
+    let ca = Ca::new("doctor CA");
+    let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
+    let a = secure_broker(
+        "a",
+        &ca,
+        &server,
+        &[
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+            ("super.users", "User:ANONYMOUS;User:admin"),
+            ("allow.everyone.if.no.acl.found", "false"),
+        ],
+    );
+    let b = Broker::start("b");
+    let prefix = unique("ledger");
+    let topic = format!("{prefix}-eu");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 2);
+    a.produce(&topic, &sample_records(&topic, 2, 20));
+    let add = |args: &[&str]| {
+        let mut all = vec!["--add", "--allow-principal", "User:mirror"];
+        all.extend_from_slice(args);
+        a.tool(ACL_TOOL, &all);
+    };
+    // The source side of the documented set, without the solo group.
+    add(&[
+        "--operation",
+        "Read",
+        "--operation",
+        "DescribeConfigs",
+        "--topic",
+        &prefix,
+        "--resource-pattern-type",
+        "prefixed",
+    ]);
+    add(&["--operation", "Read", "--group", "refract-a-b"]);
+    let pipeline = format!(
+        "{}{}{}",
+        cluster(
+            "a",
+            a.listener("SASL_PLAINTEXT"),
+            &[
+                ("security.protocol", "SASL_PLAINTEXT"),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "mirror"),
+                ("sasl.password", MIRROR_PASSWORD),
+            ],
+        ),
+        cluster("b", &b.bootstrap, &[]),
+        flow(
+            "a",
+            "b",
+            &format!("{prefix}.*"),
+            "sync_topic_acls = false\nemit_heartbeats = false\nemit_checkpoints = false\n\
+             emit_offset_syncs = false\nrefresh_topics_interval = \"1s\"\n"
+        )
+    );
+    let started = Instant::now();
+    let mirror = Refract::start(&pipeline, &[]);
+    mirror.wait("every record on b", || {
+        b.topics().contains_key(&remote) && b.counts(&remote).iter().sum::<i64>() == 20
+    });
+    let log = mirror.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("cannot join group refract-a-b-solo-"))
+        .unwrap_or_else(|| panic!("a warning about the solo group in:\n{log}"));
+    assert!(
+        warning.contains("WARN")
+            && warning.contains("on source cluster a")
+            && warning.contains("a second process on the same pipeline would not notice it"),
+        "{warning}"
+    );
+    assert!(!log.contains(MIRROR_PASSWORD), "{log}");
+    println!(
+        "without the solo group's ACL: mirrored after {:.1}s; {warning}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// `check --connect` refuses an exactly-once flow towards a cluster whose transaction
 /// coordinator cannot start (its transaction log wants more replicas than it has brokers),
 /// naming the cluster, and passes one towards a cluster that can run transactions.

@@ -10,18 +10,31 @@
 //!   `/status` `held_elsewhere`, one `WARN` naming the other process) and looks again every
 //!   [`LOOK_EVERY`], starting as soon as the other one is gone (it leaves the group when it
 //!   stops; a crashed one drops out after [`SESSION_TIMEOUT`]).
-//! - A process that runs the flow joins the solo group so that the next one sees it. Kafka's
-//!   group protocol needs a topic to divide: the member subscribes to one of the flow's source
-//!   topics and pauses every partition it is given, so it reads nothing (librdkafka does not
-//!   join a group for a subscription that matches no topic).
-//! - Two processes that start within the same moment both find the group empty: once joined,
-//!   each sees the other, and the one with the greater client id steps back (drains, commits,
-//!   leaves, waits). Until then both may have mirrored the same records — at-least-once
-//!   duplicates of a few seconds, never a loss; exactly-once flows are fenced as before.
+//! - A process that finds the group empty **claims** the flow before it reads anything: it joins
+//!   the solo group, waits until the group has taken it in (its assignment; at most
+//!   [`CLAIM_TIMEOUT`]), and describes the group again. Alone, it starts the flow. Beside a
+//!   smaller client id, it leaves and waits on standby. Beside only greater client ids (a
+//!   process that claimed at the same moment, or that started just before this one joined),
+//!   it waits until they have left: each steps back when it sees a smaller client id, a
+//!   running one after draining and committing. So of two processes started at the same
+//!   moment, one reads and the other never does, and no record is mirrored twice. A group's
+//!   first join waits `group.initial.rebalance.delay.ms` (3 s by default) on the broker, which
+//!   a solo flow's start pays once.
+//! - Kafka's group protocol needs a topic to divide: the member subscribes to one of the flow's
+//!   source topics and pauses every partition it is given, so it reads nothing (librdkafka does
+//!   not join a group for a subscription that matches no topic). With no source topic to
+//!   mirror yet, there is nothing to read twice: the flow starts and joins once it mirrors one.
+//! - A running process keeps looking ([`LOOK_EVERY`] while it settles, then
+//!   [`LOOK_SETTLED`]) and steps back (drains, commits, leaves, waits) when it sees a smaller
+//!   client id: a process that claims beside it, or one that ran without joining (no topic
+//!   yet, the group unreadable for a while). In the last case both may have mirrored the same
+//!   records — at-least-once duplicates of a few seconds, never a loss; exactly-once flows are
+//!   fenced as before.
 //! - A member with this process's own client id (`refract-<host>-<pid>`: a container
 //!   restarted as pid 1) or naming a process of this host that no longer exists is what a
 //!   crash left behind, not another process: it is not waited for.
-//! - Without the permission to describe or join the group, the flow runs anyway, with one
+//! - Without the permission to describe or join the group (the broker refuses the join, or it
+//!   does not take this process in within [`CLAIM_TIMEOUT`]), the flow runs anyway, with one
 //!   `WARN` that a second process would not be noticed.
 //!
 //! Refusing to start (the other choice) would stop a rolling update, whose new process starts
@@ -36,6 +49,7 @@ use rdkafka::admin::AdminClient;
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
 use tracing::{debug, error, info, warn};
 
 use refract_config::names::member_client;
@@ -52,6 +66,14 @@ use super::coordination_group;
 /// How often the group is described: while on standby, to take over; while running, to find a
 /// process that started at the same moment.
 pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a claiming process waits for the group to take it in before it runs the flow
+/// anyway (a broker that hides the group from a principal without Read on it never does).
+pub(crate) const CLAIM_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long a claim waits for processes of greater client ids to leave the group: a running
+/// one steps back at its next look ([`LOOK_SETTLED`] at the latest) after draining.
+pub(crate) const YIELD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long after it started the flow a process keeps looking every [`LOOK_EVERY`].
 const SETTLE: Duration = Duration::from_secs(30);
@@ -181,6 +203,8 @@ pub(crate) fn run(tasks: Arc<FlowTasks>, instance: String, stop: Arc<AtomicBool>
         said: None,
         blind: false,
         join_failed: false,
+        claimed: None,
+        contested: None,
         since: Instant::now(),
     };
     let mut next_look = Instant::now();
@@ -195,7 +219,10 @@ pub(crate) fn run(tasks: Arc<FlowTasks>, instance: String, stop: Arc<AtomicBool>
                 None => guard.start(),
             }
         }
-        guard.serve();
+        if guard.serve() {
+            // Taken in by the group: decide now, not at the next look.
+            next_look = Instant::now();
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
     if guard.running {
@@ -218,6 +245,12 @@ struct Guard<'a> {
     blind: bool,
     /// Joining the group failed (said once; not tried again).
     join_failed: bool,
+    /// When this process joined the group before starting the flow (it claims the flow and
+    /// starts once the group has taken it in), until it starts or stands by.
+    claimed: Option<Instant>,
+    /// When a claim found only processes of greater client ids beside it (it waits for them
+    /// to step back).
+    contested: Option<Instant>,
     /// When this process last started the flow.
     since: Instant,
 }
@@ -259,8 +292,11 @@ impl Guard<'_> {
             }
             return;
         }
+        if !self.running && self.claimed.is_some() {
+            return self.claiming(&others);
+        }
         match (self.running, others.first()) {
-            (false, None) => self.start(),
+            (false, None) => self.claim(admin),
             (false, Some(other)) => self.stand_by(other),
             // Started at the same moment: the smaller client id keeps the flow. Not in the group
             // (it halted and left): the other took over.
@@ -279,8 +315,109 @@ impl Guard<'_> {
         }
     }
 
+    /// Nobody else runs the flow: joins the solo group before reading anything (see the module
+    /// doc; [`Guard::claiming`] decides once the group has taken this process in), or starts
+    /// at once when it cannot join or the source has no topic to mirror yet.
+    fn claim(&mut self, admin: &AdminClient<DefaultClientContext>) {
+        if self.join_failed || self.member.is_some() {
+            return self.start();
+        }
+        let Some(topic) = self.topic_to_join(admin) else {
+            return self.start();
+        };
+        match self.join(&topic) {
+            Ok(member) => {
+                self.member = Some(member);
+                self.claimed = Some(Instant::now());
+                self.contested = None;
+                debug!(flow = %self.name, "claiming the flow: joining group {} before reading", solo_group(self.tasks.flow()));
+            }
+            Err(e) => {
+                self.join_failed(&format!("{e:#}"));
+                self.start();
+            }
+        }
+    }
+
+    /// A claim in progress, with the group's other members now (see the module doc):
+    /// - one with a smaller client id (or in cluster mode) keeps the flow: this process leaves
+    ///   and stands by;
+    /// - not taken in by the group yet: waits, at most [`CLAIM_TIMEOUT`] (then runs the flow
+    ///   without the guard, saying why);
+    /// - alone: starts the flow;
+    /// - only greater client ids beside it (claimed at the same moment, or started just before
+    ///   this process joined): waits until they have left, which they do once they see this
+    ///   one (a running one drains and commits first), at most [`YIELD_TIMEOUT`].
+    fn claiming(&mut self, others: &[OtherProcess]) {
+        let Some(at) = self.claimed else {
+            return;
+        };
+        if let Some(other) = others
+            .iter()
+            .find(|o| o.clustered || o.client_id.as_str() < self.own_client)
+        {
+            debug!(flow = %self.name, "{other} claimed this flow at the same moment: leaving the group");
+            self.claimed = None;
+            self.leave();
+            return self.stand_by(other);
+        }
+        if !self.member.as_ref().is_some_and(|m| m.context().taken_in()) {
+            if at.elapsed() >= CLAIM_TIMEOUT {
+                self.join_failed(&format!(
+                    "the group did not take this process in within {CLAIM_TIMEOUT:?}; a principal without Read on the group never is"
+                ));
+                self.leave();
+                self.start();
+            }
+            return;
+        }
+        let Some(other) = others.first() else {
+            return self.start();
+        };
+        let since = *self.contested.get_or_insert_with(Instant::now);
+        if since.elapsed() >= YIELD_TIMEOUT {
+            warn!(flow = %self.name, "{other} is still in group {} {YIELD_TIMEOUT:?} after this process joined it (a process with a greater client id steps back when it sees a smaller one); running the flow here anyway", solo_group(self.tasks.flow()));
+            return self.start();
+        }
+        debug!(flow = %self.name, "waiting for {other} to leave group {}: it steps back for this process's smaller client id", solo_group(self.tasks.flow()));
+    }
+
+    /// A source topic the flow would mirror, for the solo group's member to subscribe to.
+    fn topic_to_join(&self, admin: &AdminClient<DefaultClientContext>) -> Option<String> {
+        let flow = self.tasks.flow();
+        let metadata = match admin.inner().fetch_metadata(None, REQUEST_TIMEOUT) {
+            Ok(m) => m,
+            Err(e) => {
+                debug!(flow = %self.name, "solo group: listing the source's topics: {e}");
+                return None;
+            }
+        };
+        let mut names: Vec<&str> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+            .map(|t| t.name())
+            .filter(|t| {
+                flow.topics.should_replicate(t)
+                    && refract_config::internal_topic_reason(t).is_none()
+            })
+            .collect();
+        names.sort_unstable();
+        names.first().map(|t| t.to_string())
+    }
+
+    /// Says once that the group could not be joined: the flow runs without the guard.
+    fn join_failed(&mut self, why: &str) {
+        if !self.join_failed {
+            self.join_failed = true;
+            warn!(flow = %self.name, "cannot join group {} on source cluster {} to show that this process runs the flow ({why}); running it here anyway: a second process on the same pipeline would not notice it (grant Read on the group, see check --connect)", solo_group(self.tasks.flow()), self.tasks.source().alias);
+        }
+    }
+
     /// Runs the flow's tasks here and joins the solo group.
     fn start(&mut self) {
+        self.claimed = None;
+        self.contested = None;
         if !self.running {
             if let Some(other) = self.said.take() {
                 info!(flow = %self.name, "{other} no longer runs this flow: starting it here");
@@ -309,10 +446,7 @@ impl Guard<'_> {
         };
         match self.join(topic) {
             Ok(member) => self.member = Some(member),
-            Err(e) => {
-                self.join_failed = true;
-                warn!(flow = %self.name, "cannot join group {} on source cluster {} to show that this process runs the flow ({e:#}); a second process on the same pipeline would not notice it", solo_group(self.tasks.flow()), self.tasks.source().alias);
-            }
+            Err(e) => self.join_failed(&format!("{e:#}")),
         }
     }
 
@@ -355,25 +489,43 @@ impl Guard<'_> {
                 ("queued.max.messages.kbytes", "1"),
             ],
         )
-        .create_with_context(PauseAll)?;
+        .create_with_context(PauseAll::default())?;
         consumer.subscribe(&[topic])?;
-        info!(flow = %self.name, "joined group {group} on source cluster {} (a second process on this pipeline waits for this one)", self.tasks.source().alias);
         Ok(consumer)
     }
 
     /// Serves the group membership (heartbeats run in librdkafka; this keeps its queue
-    /// drained).
-    fn serve(&mut self) {
+    /// drained and runs the rebalance callback). True when the group has just taken this
+    /// process in.
+    fn serve(&mut self) -> bool {
         let Some(member) = &self.member else {
-            return;
+            return false;
         };
-        match member.poll(Duration::ZERO) {
-            None | Some(Ok(_)) => {}
-            Some(Err(KafkaError::MessageConsumption(code))) => {
-                debug!(flow = %self.name, "solo group: {code}")
+        let before = member.context().taken_in();
+        let refused = match member.poll(Duration::ZERO) {
+            None | Some(Ok(_)) => None,
+            Some(Err(KafkaError::MessageConsumption(
+                code @ (RDKafkaErrorCode::GroupAuthorizationFailed
+                | RDKafkaErrorCode::TopicAuthorizationFailed),
+            ))) => Some(code),
+            Some(Err(e)) => {
+                debug!(flow = %self.name, "solo group: {e}");
+                None
             }
-            Some(Err(e)) => debug!(flow = %self.name, "solo group: {e}"),
+        };
+        if let Some(code) = refused {
+            self.join_failed(&code.to_string());
+            self.leave();
+            if self.claimed.is_some() {
+                self.start();
+            }
+            return false;
         }
+        let joined = !before && member.context().taken_in();
+        if joined {
+            info!(flow = %self.name, "joined group {} on source cluster {} (a second process on this pipeline waits for this one)", solo_group(self.tasks.flow()), self.tasks.source().alias);
+        }
+        joined
     }
 
     /// Leaves the solo group (librdkafka sends LeaveGroup on close).
@@ -386,13 +538,24 @@ impl Guard<'_> {
 }
 
 /// The solo group member's context: every partition the group gives it is paused at once.
-struct PauseAll;
+#[derive(Default)]
+struct PauseAll {
+    /// Whether the group has taken the member in (it got an assignment, perhaps empty).
+    taken_in: AtomicBool,
+}
+
+impl PauseAll {
+    fn taken_in(&self) -> bool {
+        self.taken_in.load(Ordering::Relaxed)
+    }
+}
 
 impl ClientContext for PauseAll {}
 
 impl ConsumerContext for PauseAll {
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
+            self.taken_in.store(true, Ordering::Relaxed);
             if let Err(e) = consumer.pause(tpl) {
                 debug!("solo group: pausing {} partitions: {e}", tpl.count());
             }
