@@ -169,30 +169,48 @@ impl Translate {
                 self.group, self.to, self.from, self.to
             );
         }
-        println!(
-            "# group {} on {}: offsets to resume from (translated from {})",
-            self.group, self.to, self.from
+        // Per partition: `exact`, or `mm2` (MM2's rule: the last offset sync at or before the
+        // group's offset, plus one) with the reason exact translation was not possible; `mm2`
+        // alone for checkpoints written by MirrorMaker 2 or with offset_translation = "mm2".
+        let rows: Vec<(&str, i32, i64, String)> = latest
+            .iter()
+            .map(|((topic, partition), c)| {
+                let translation = how
+                    .get(&(topic.clone(), *partition))
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| "mm2".to_string());
+                (topic.as_str(), *partition, c.downstream_offset, translation)
+            })
+            .collect();
+        print!(
+            "{}",
+            render_translation(&self.group, &self.to, &self.from, &rows)
         );
-        println!(
-            "{:<40} {:>9} {:>12}  TRANSLATION",
-            "TOPIC", "PARTITION", "OFFSET"
-        );
-        for ((topic, partition), c) in &latest {
-            // `exact`, or `mm2` (MM2's rule: the last offset sync at or before the group's
-            // offset, plus one) with the reason exact translation was not possible; `mm2` alone
-            // for checkpoints written by MirrorMaker 2 or with offset_translation = "mm2".
-            let translation = how
-                .get(&(topic.clone(), *partition))
-                .cloned()
-                .flatten()
-                .unwrap_or_else(|| "mm2".to_string());
-            println!(
-                "{topic:<40} {partition:>9} {:>12}  {translation}",
-                c.downstream_offset
-            );
-        }
         Ok(())
     }
+}
+
+/// What `refract offsets translate` prints: a comment line naming the group and clusters, then
+/// one line per partition (remote topic, partition, offset, how it was translated).
+pub(crate) fn render_translation(
+    group: &str,
+    to: &str,
+    from: &str,
+    rows: &[(&str, i32, i64, String)],
+) -> String {
+    let mut out =
+        format!("# group {group} on {to}: offsets to resume from (translated from {from})\n");
+    out.push_str(&format!(
+        "{:<40} {:>9} {:>12}  TRANSLATION\n",
+        "TOPIC", "PARTITION", "OFFSET"
+    ));
+    for (topic, partition, offset, translation) in rows {
+        out.push_str(&format!(
+            "{topic:<40} {partition:>9} {offset:>12}  {translation}\n"
+        ));
+    }
+    out
 }
 
 /// What a cluster's heartbeat topics say about one upstream cluster.

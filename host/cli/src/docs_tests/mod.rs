@@ -1,8 +1,9 @@
-//! The documentation against the code, in three parts:
+//! The documentation against the code, in four parts:
 //! - [`references`]: pages generated from the code (the CLI reference, the built-in plugins'
 //!   config sections), which `REFRACT_BLESS=1` rewrites;
 //! - [`snippets`]: every TOML block and `refract …` command line of the README and the book
 //!   parses;
+//! - [`samples`]: sample outputs shown in the book are what the code prints;
 //! - [`completeness`]: the hand-written reference pages name everything the code uses.
 //!
 //! The pipeline, MM2-key and metrics references are generated and checked in the crates that
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 mod completeness;
 mod references;
+mod samples;
 mod snippets;
 
 /// The repository's root.

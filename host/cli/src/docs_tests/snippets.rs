@@ -61,7 +61,7 @@ fn blocks(markdown: &str) -> Vec<Block> {
 }
 
 /// `README.md` and every Markdown file under `docs/` (not the built book).
-fn markdown_files() -> Vec<PathBuf> {
+pub(super) fn markdown_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
