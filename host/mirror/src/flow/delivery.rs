@@ -330,6 +330,19 @@ impl Clients {
     }
 }
 
+/// The longest a producer that keeps failing fatally waits to be replaced.
+pub(super) const REPLACE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// How long after its `streak`-th fatal failure in a row a producer's replacement may fail
+/// before the next is made: none after the first (a target restart breaks sequence numbers
+/// once), then 1 s, 2 s, 4 s … up to [`REPLACE_BACKOFF_MAX`].
+fn replace_backoff(streak: u32) -> Duration {
+    match streak {
+        0 | 1 => Duration::ZERO,
+        n => Duration::from_secs(1u64 << (n - 2).min(5)).min(REPLACE_BACKOFF_MAX),
+    }
+}
+
 /// librdkafka's description of an error code (`Broker: Message size too large`).
 pub(super) fn describe(code: RDKafkaErrorCode) -> String {
     // The code's Display is `Name (description)`.
@@ -518,7 +531,11 @@ impl Run<'_> {
     /// refused a producer id, or sequence numbers broke after a target restart) can send
     /// nothing again. Its unacknowledged records have failed their partitions, which are retried
     /// from their last acknowledged position; this replaces the producer they will be retried
-    /// with. Logged once per run of fatal errors.
+    /// with. Logged once per run of fatal errors. The first replacement is immediate; one that
+    /// fails again (a producer id the target refuses: no Write ACL) waits, doubling from 1 s to
+    /// at most [`REPLACE_BACKOFF_MAX`], so a refusal is not a new producer and connection every
+    /// half second. Meanwhile the failed producer refuses each record at once, and its
+    /// partition is retried with its own backoff.
     pub(super) fn replace_failed_producer(&mut self) -> Result<()> {
         let runner = self.runner;
         let (name, target) = (&self.name, &runner.target.alias);
@@ -527,9 +544,13 @@ impl Run<'_> {
             if self.fatal_streak > 0 && producer.context().acked_any.load(Ordering::Relaxed) {
                 info!(flow = %name, "the producer for cluster {target} works again after {} fatal failures", self.fatal_streak);
                 self.fatal_streak = 0;
+                self.replace_after = None;
             }
             return Ok(());
         };
+        if self.replace_after.is_some_and(|at| Instant::now() < at) {
+            return Ok(());
+        }
         // Serve the reports of what it still held, so every failed record reaches its partition.
         producer.context().now_ms.store(now_ms(), Ordering::Relaxed);
         producer.poll(Duration::ZERO);
@@ -538,6 +559,7 @@ impl Run<'_> {
         // The old one is closed off this thread when dropped; its records are already failed.
         drop(std::mem::replace(producer, fresh));
         self.fatal_streak += 1;
+        self.replace_after = Some(Instant::now() + replace_backoff(self.fatal_streak));
         if self.fatal_streak == 1 {
             warn!(flow = %name, "the producer for cluster {target} failed fatally ({}: {why}); replaced with a new one, the partitions it failed are retried from their last acknowledged records", describe(code));
         } else {
@@ -614,5 +636,17 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_producer_that_keeps_failing_is_replaced_ever_more_slowly() {
+        let waits: Vec<u64> = (1..=9).map(|n| replace_backoff(n).as_secs()).collect();
+        assert_eq!(waits, [0, 1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(replace_backoff(u32::MAX), REPLACE_BACKOFF_MAX);
     }
 }

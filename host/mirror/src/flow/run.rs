@@ -85,6 +85,9 @@ pub(super) struct Run<'r> {
     pub(super) plan: TopicPlan,
     /// Fatal producer failures in a row (at-least-once: the producer is replaced each time).
     pub(super) fatal_streak: u32,
+    /// The earliest a producer that failed fatally again is replaced (see
+    /// [`Run::replace_failed_producer`]).
+    pub(super) replace_after: Option<Instant>,
     /// Failed commits of source positions in a row.
     commit_failures: u32,
     /// This task's share of the flow's read rate limits.
@@ -134,6 +137,7 @@ impl<'r> Run<'r> {
             planner: TopicPlanner::new(&runner.flow),
             plan: TopicPlan::default(),
             fatal_streak: 0,
+            replace_after: None,
             commit_failures: 0,
             throttle: TaskThrottle::new(Arc::clone(&runner.throttle), runner.task.count),
         })
