@@ -149,3 +149,45 @@ fn hand_written_references_name_what_the_code_uses() {
         missing.join("\n")
     );
 }
+
+/// The exit codes page has a row for every command: each leaf subcommand's path (`check`,
+/// `plugin test`, `offsets translate`) is named in the first cell of one of its table rows.
+#[test]
+fn exit_codes_name_every_command() {
+    use clap::CommandFactory;
+    fn leaves(cmd: &clap::Command, prefix: &str, out: &mut Vec<String>) {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let path = format!("{prefix}{}", sub.get_name());
+            if sub.has_subcommands() {
+                leaves(sub, &format!("{path} "), out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut commands = Vec::new();
+    leaves(&crate::Cli::command(), "", &mut commands);
+    assert!(commands.len() >= 10, "{commands:?}");
+    let page = std::fs::read_to_string(root().join("docs/src/reference/exit-codes.md"))
+        .expect("exit-codes.md");
+    let first_cells: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" | ").next())
+        .collect();
+    let missing: Vec<&String> = commands
+        .iter()
+        .filter(|c| {
+            !first_cells.iter().any(|cell| {
+                cell.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .any(|code| code.trim_start_matches("refract ").starts_with(c.as_str()))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/src/reference/exit-codes.md has no row for: {missing:?}"
+    );
+}
