@@ -32,7 +32,9 @@
 //!   fenced as before.
 //! - A member with this process's own client id (`refract-<host>-<pid>`: a container
 //!   restarted as pid 1) or naming a process of this host that no longer exists is what a
-//!   crash left behind, not another process: it is not waited for.
+//!   crash left behind, not another process: it is not waited for, and the restart does not
+//!   claim (a join would wait for that member's session to time out): it starts at once and
+//!   joins while running.
 //! - Without the permission to describe or join the group (the broker refuses the join, or it
 //!   does not take this process in within [`CLAIM_TIMEOUT`]), the flow runs anyway, with one
 //!   `WARN` that a second process would not be noticed.
@@ -325,6 +327,13 @@ impl Guard<'_> {
         let Some(topic) = self.topic_to_join(admin) else {
             return self.start();
         };
+        // A member a crash of this host left behind holds the group until its session times
+        // out, and a join waits for that: this process is the crash's restart, so it starts at
+        // once and joins while running, as it did before claims.
+        if self.crash_left_a_member(admin) {
+            debug!(flow = %self.name, "group {} holds a member a crash of this host left: starting without a claim", solo_group(self.tasks.flow()));
+            return self.start();
+        }
         match self.join(&topic) {
             Ok(member) => {
                 self.member = Some(member);
@@ -380,6 +389,13 @@ impl Guard<'_> {
             return self.start();
         }
         debug!(flow = %self.name, "waiting for {other} to leave group {}: it steps back for this process's smaller client id", solo_group(self.tasks.flow()));
+    }
+
+    /// Whether the solo group holds a member a crash of this host left (see
+    /// [`left_by_a_crash`]).
+    fn crash_left_a_member(&self, admin: &AdminClient<DefaultClientContext>) -> bool {
+        describe_group_members(admin, &solo_group(self.tasks.flow()), REQUEST_TIMEOUT)
+            .is_ok_and(|members| members.iter().any(|m| left_by_a_crash(m, self.own_client)))
     }
 
     /// A source topic the flow would mirror, for the solo group's member to subscribe to.
