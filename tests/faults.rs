@@ -138,20 +138,13 @@ fn flows(topic: &str) -> String {
     )
 }
 
-/// Waits until each target partition holds its source partition's last record, then checks
-/// them all; returns the duplicates. (Not a count: with the duplicates of earlier kills a
-/// target partition holds as many records as its source while its last ones are still on the
-/// way.)
+/// Waits until each target partition holds its source partition's last record (not a count:
+/// see [`holds_last_records`]), then checks them all; returns the duplicates.
 fn caught_up_and_checked(refract: &Refract, a: &Broker, b: &Broker, topic: &str) -> usize {
     let remote = format!("a.{topic}");
     let want = a.read_all(topic);
     refract.wait("the target to hold every source record", || {
-        let got = b.read_all(&remote);
-        got.len() == want.len()
-            && want.iter().zip(&got).all(|(want, got)| {
-                want.last()
-                    .is_none_or(|last| got.iter().rev().any(|r| r.value == last.value))
-            })
+        holds_last_records(&want, &b.read_all(&remote))
     });
     assert_mirrored_in_order(&want, &b.read_all(&remote))
 }

@@ -43,8 +43,8 @@ pub use pipeline::{flow, path_str, pipeline, write_pipeline, FAST};
 pub use ports::{cluster_id, free_port};
 pub use process::{parse_offsets, Build, Offsets, RefractProcess};
 pub use records::{
-    assert_mirrored_in_order, by_partition, sample_records, Deliveries, Producing, TestRecord,
-    PROVENANCE,
+    assert_mirrored_in_order, by_partition, holds_last_records, sample_records, Deliveries,
+    Producing, TestRecord, PROVENANCE,
 };
 #[cfg(feature = "tls")]
 pub use tls::{secure_broker, Secure, ADMIN_PASSWORD, MIRROR_PASSWORD};
