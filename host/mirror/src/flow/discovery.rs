@@ -203,6 +203,8 @@ impl Run<'_> {
                         age: StatBatch::new(),
                         health: PartitionHealth::default(),
                         read: false,
+                        read_since_lag: false,
+                        caught_up_at: None,
                     });
                 }
             }

@@ -166,6 +166,7 @@ impl Run<'_> {
             }
             slot.position = Some(offset + 1);
             slot.read = true;
+            slot.read_since_lag = true;
             polled += 1;
             read_bytes +=
                 (msg.key().map_or(0, <[u8]>::len) + msg.payload().map_or(0, <[u8]>::len)) as u64;

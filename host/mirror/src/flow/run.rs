@@ -88,6 +88,8 @@ pub(super) struct Run<'r> {
     /// The earliest a producer that failed fatally again is replaced (see
     /// [`Run::replace_failed_producer`]).
     pub(super) replace_after: Option<Instant>,
+    /// How many lag computations this run made (see [`Run::update_lag`]).
+    pub(super) lag_round: usize,
     /// Failed commits of source positions in a row.
     commit_failures: u32,
     /// This task's share of the flow's read rate limits.
@@ -138,6 +140,7 @@ impl<'r> Run<'r> {
             plan: TopicPlan::default(),
             fatal_streak: 0,
             replace_after: None,
+            lag_round: 0,
             commit_failures: 0,
             throttle: TaskThrottle::new(Arc::clone(&runner.throttle), runner.task.count),
         })

@@ -31,6 +31,10 @@ pub(super) struct Slot {
     pub(super) health: PartitionHealth,
     /// Whether a record of it was read since the last `Run::tend`.
     pub(super) read: bool,
+    /// Whether a record of it was read since the last `Run::update_lag`.
+    pub(super) read_since_lag: bool,
+    /// The high watermark it was caught up to at the last `Run::update_lag`.
+    pub(super) caught_up_at: Option<i64>,
 }
 
 impl Slot {
