@@ -611,6 +611,22 @@ fn a_process_without_a_task_stands_by_healthy_and_takes_over() {
     println!("standby took over: {produced} records, none lost");
 }
 
+/// A pipeline without `[cluster]`: one flow a -> b of `topic`, and the metrics endpoint.
+fn solo_pipeline(a: &Broker, b: &Broker, topic: &str) -> String {
+    format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(
+            &[("a", a), ("b", b)],
+            &format!(
+                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\n\
+                 refresh_topics_interval = \"2s\"\ncommit_interval = \"1s\"\n\
+                 replication_factor = 1\ninternal_replication_factor = 1\n\
+                 emit_checkpoints = false\n"
+            )
+        )
+    )
+}
+
 /// Two `refract run` processes on one pipeline without `[cluster]`: the second finds the first
 /// in the flow's solo group and waits on standby (named in its log, `/status` and
 /// `check --connect`) while the first mirrors; when the first stops, the second takes over from
@@ -623,18 +639,7 @@ fn a_second_process_without_cluster_waits_for_the_first_and_takes_over() {
     let remote = format!("a.{topic}");
     a.create_topic(&topic, 4);
     let producing = Producing::start(&a, &topic, 4);
-    let text = format!(
-        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
-        pipeline(
-            &[("a", &a), ("b", &b)],
-            &format!(
-                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\n\
-                 refresh_topics_interval = \"2s\"\ncommit_interval = \"1s\"\n\
-                 replication_factor = 1\ninternal_replication_factor = 1\n\
-                 emit_checkpoints = false\n"
-            )
-        )
-    );
+    let text = solo_pipeline(&a, &b, &topic);
     let mut first = Process::start(&text, "first");
     let first_pid = first.refract.pid().expect("first runs");
     first.refract.wait("the first process to mirror", || {
@@ -731,18 +736,7 @@ fn two_processes_started_together_mirror_each_record_once() {
     let remote = format!("a.{topic}");
     a.create_topic(&topic, 4);
     let producing = Producing::start(&a, &topic, 4);
-    let text = format!(
-        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
-        pipeline(
-            &[("a", &a), ("b", &b)],
-            &format!(
-                "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\n\
-                 refresh_topics_interval = \"2s\"\ncommit_interval = \"1s\"\n\
-                 replication_factor = 1\ninternal_replication_factor = 1\n\
-                 emit_checkpoints = false\n"
-            )
-        )
-    );
+    let text = solo_pipeline(&a, &b, &topic);
     let one = Process::start(&text, "one");
     let two = Process::start(&text, "two");
     let both = [&one, &two];

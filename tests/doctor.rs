@@ -12,6 +12,25 @@ use support::*;
 
 const ACL_TOOL: &str = "org.apache.kafka.tools.AclCommand";
 
+/// Broker settings of a cluster that denies whatever no ACL allows (the admin and the harness's
+/// own anonymous listener are super users).
+const GUARDED: [(&str, &str); 3] = [
+    (
+        "authorizer.class.name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ),
+    ("super.users", "User:ANONYMOUS;User:admin"),
+    ("allow.everyone.if.no.acl.found", "false"),
+];
+
+/// Allows `User:mirror` what `args` (kafka-acls arguments after `--allow-principal`) name, on
+/// `broker`.
+fn allow(broker: &Broker, args: &[&str]) {
+    let mut all = vec!["--add", "--allow-principal", "User:mirror"];
+    all.extend_from_slice(args);
+    broker.tool(ACL_TOOL, &all);
+}
+
 /// librdkafka client settings of one cluster.
 type Settings<'a> = Vec<(&'a str, &'a str)>;
 
@@ -343,16 +362,8 @@ fn connection_failures_name_the_cluster_and_the_cause() {
 fn documented_minimal_acls_are_enough_to_mirror() {
     let ca = Ca::new("doctor CA");
     let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
-    let guarded = [
-        (
-            "authorizer.class.name",
-            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        ),
-        ("super.users", "User:ANONYMOUS;User:admin"),
-        ("allow.everyone.if.no.acl.found", "false"),
-    ];
-    let a = secure_broker("a", &ca, &server, &guarded);
-    let b = secure_broker("b", &ca, &server, &guarded);
+    let a = secure_broker("a", &ca, &server, &GUARDED);
+    let b = secure_broker("b", &ca, &server, &GUARDED);
     let prefix = unique("orders");
     let topic = format!("{prefix}-eu");
     let remote = format!("a.{topic}");
@@ -446,11 +457,7 @@ fn documented_minimal_acls_are_enough_to_mirror() {
     );
 
     // The documented minimal set (README, "Permissions"): source a, then target b.
-    let add = |broker: &Broker, args: &[&str]| {
-        let mut all = vec!["--add", "--allow-principal", "User:mirror"];
-        all.extend_from_slice(args);
-        broker.tool(ACL_TOOL, &all);
-    };
+    let add = allow;
     let remote_prefix = format!("a.{prefix}");
     let acls_started = Instant::now();
     add(
@@ -596,29 +603,13 @@ fn a_missing_write_acl_degrades_the_flow_and_check_names_it() {
     let ca = Ca::new("doctor CA");
     let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
     let a = Broker::start("a");
-    let b = secure_broker(
-        "b",
-        &ca,
-        &server,
-        &[
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
-            ("super.users", "User:ANONYMOUS;User:admin"),
-            ("allow.everyone.if.no.acl.found", "false"),
-        ],
-    );
+    let b = secure_broker("b", &ca, &server, &GUARDED);
     let prefix = unique("payments");
     let topic = format!("{prefix}-eu");
     let remote = format!("a.{topic}");
     a.create_topic(&topic, 2);
     a.produce(&topic, &sample_records(&topic, 2, 20));
-    let add = |args: &[&str]| {
-        let mut all = vec!["--add", "--allow-principal", "User:mirror"];
-        all.extend_from_slice(args);
-        b.tool(ACL_TOOL, &all);
-    };
+    let add = |args: &[&str]| allow(&b, args);
     // Everything the target side needs except Write on the remote topics.
     add(&[
         "--operation",
@@ -717,30 +708,14 @@ fn a_missing_write_acl_degrades_the_flow_and_check_names_it() {
 fn a_missing_solo_group_acl_is_said_and_the_flow_runs() {
     let ca = Ca::new("doctor CA");
     let server = ca.issue("broker", "broker", &["127.0.0.1", "localhost"], false);
-    let a = secure_broker(
-        "a",
-        &ca,
-        &server,
-        &[
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
-            ("super.users", "User:ANONYMOUS;User:admin"),
-            ("allow.everyone.if.no.acl.found", "false"),
-        ],
-    );
+    let a = secure_broker("a", &ca, &server, &GUARDED);
     let b = Broker::start("b");
     let prefix = unique("ledger");
     let topic = format!("{prefix}-eu");
     let remote = format!("a.{topic}");
     a.create_topic(&topic, 2);
     a.produce(&topic, &sample_records(&topic, 2, 20));
-    let add = |args: &[&str]| {
-        let mut all = vec!["--add", "--allow-principal", "User:mirror"];
-        all.extend_from_slice(args);
-        a.tool(ACL_TOOL, &all);
-    };
+    let add = |args: &[&str]| allow(&a, args);
     // The source side of the documented set, without the solo group.
     add(&[
         "--operation",
