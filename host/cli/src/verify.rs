@@ -39,14 +39,7 @@ impl Verify {
     /// Verifies and prints the result; Ok(false) when some partition differs.
     pub fn run(&self) -> Result<bool> {
         let pipeline = Pipeline::load(&self.config)?;
-        let filter = if self.topics.is_empty() {
-            None
-        } else {
-            Some(
-                PatternList::new(self.topics.clone())
-                    .map_err(|(i, e)| anyhow!("--topics {}: invalid regex: {e}", self.topics[i]))?,
-            )
-        };
+        let filter = topic_filter(&self.topics)?;
         let runtime = crate::plugin_runtime()?;
         let mut bar = ProgressBar::new();
         let report = refract_mirror::verify::verify(
@@ -61,6 +54,16 @@ impl Verify {
         print_report(&report, &self.topics);
         Ok(report.all_match())
     }
+}
+
+/// `--topics` as a pattern list (none: every topic); an error names the pattern and the reason.
+fn topic_filter(topics: &[String]) -> Result<Option<PatternList>> {
+    if topics.is_empty() {
+        return Ok(None);
+    }
+    PatternList::new(topics.to_vec())
+        .map(Some)
+        .map_err(|(i, e)| anyhow!("--topics {}: invalid regex: {e}", topics[i]))
 }
 
 fn print_report(report: &Report, topics: &[String]) {
@@ -271,6 +274,17 @@ fn render(p: &Progress, terminal: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_topics_pattern_is_named_with_its_reason_on_one_line() {
+        let topics = vec!["orders".to_string(), "payments[".to_string()];
+        let err = topic_filter(&topics).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("--topics payments[: invalid regex: unclosed character class")
+        );
+        assert!(topic_filter(&[]).is_ok_and(|f| f.is_none()));
+    }
 
     #[test]
     fn progress_lines() {

@@ -54,11 +54,20 @@ impl PartialEq for PatternList {
 
 impl Eq for PatternList {}
 
+/// The regex crate's reason without the pattern it quotes over several lines: its last line,
+/// without the `error: ` prefix.
+fn regex_reason(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let last = text.lines().last().unwrap_or(&text).trim();
+    last.strip_prefix("error: ").unwrap_or(last).to_string()
+}
+
 impl PatternList {
-    /// Compiles the list; the error names the first entry that is not a valid regex.
+    /// Compiles the list; the error names the first entry that is not a valid regex and the
+    /// reason, on one line (`unclosed character class`).
     pub fn new(patterns: Vec<String>) -> Result<Self, (usize, String)> {
         for (i, p) in patterns.iter().enumerate() {
-            Regex::new(&format!("^(?:{p})$")).map_err(|e| (i, e.to_string()))?;
+            Regex::new(&format!("^(?:{p})$")).map_err(|e| (i, regex_reason(&e)))?;
         }
         let compiled = if patterns.is_empty() {
             None
@@ -68,7 +77,7 @@ impl PatternList {
                 .map(|p| format!("(?:{p})"))
                 .collect::<Vec<_>>()
                 .join("|");
-            Some(Regex::new(&format!("^(?:{joined})$")).map_err(|e| (0, e.to_string()))?)
+            Some(Regex::new(&format!("^(?:{joined})$")).map_err(|e| (0, regex_reason(&e)))?)
         };
         Ok(Self { patterns, compiled })
     }
@@ -163,7 +172,7 @@ mod tests {
     #[test]
     fn bad_regex_names_its_index() {
         let err = PatternList::new(vec!["ok".into(), "(".into()]).unwrap_err();
-        assert_eq!(err.0, 1);
+        assert_eq!(err, (1, "unclosed group".to_string()));
     }
 
     #[test]

@@ -465,14 +465,8 @@ impl Builder<'_> {
         let spans: Vec<_> = list.iter().map(|s| s.span()).collect();
         PatternList::new(list.into_iter().map(Spanned::into_inner).collect()).map_err(|(i, e)| {
             let span = spans.get(i).cloned().filter(|s| !s.is_empty());
-            // The regex crate's last line is its reason (`error: unclosed character class`).
-            let last = e.lines().last().unwrap_or(&e).trim();
-            let first = last.strip_prefix("error: ").unwrap_or(last).to_string();
-            self.loc.error(
-                span,
-                format!("{key}[{i}]"),
-                format!("invalid regex: {first}"),
-            )
+            self.loc
+                .error(span, format!("{key}[{i}]"), format!("invalid regex: {e}"))
         })
     }
 }
