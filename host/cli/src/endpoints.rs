@@ -89,55 +89,58 @@ pub fn health_text(flows: &[(String, refract_mirror::FlowStatus)]) -> String {
 pub fn status_json(mirror: &Mirror) -> Value {
     let flows: Vec<Value> = mirror
         .status()
-        .into_iter()
-        .map(|(name, s)| {
-            json!({
-                "flow": name,
-                "state": s.state.as_str(),
-                "topics": s.routes,
-                "records_sent": s.records_sent,
-                "records_filtered": s.records_filtered,
-                "records_skipped": s.records_skipped,
-                "records_dead_lettered": s.records_dead_lettered,
-                "records_looped": s.records_looped,
-                "records_lost": s.records_lost,
-                "lost": s.lost.iter().map(lost_json).collect::<Vec<_>>(),
-                "transactions_committed": s.transactions_committed,
-                "transactions_aborted": s.transactions_aborted,
-                "throttled_ms": s.throttled_ms,
-                "duplicates_on_start": s.duplicates,
-                "restarts": s.restarts,
-                "plugin_swaps": s.plugin_swaps,
-                "offset_syncs": s.offset_syncs,
-                "checkpoints": s.checkpoints,
-                "heartbeats": s.heartbeats,
-                "group_offsets_synced": s.group_offsets_synced,
-                "lag": s.lag,
-                "lag_unknown": s.lag_unknown,
-                "unreachable": s.unreachable.iter().map(|u| json!({
-                    "cluster": u.cluster,
-                    "role": u.side.as_str(),
-                    "bootstrap": u.bootstrap,
-                    "cause": u.cause,
-                    "since_ms": u.since_ms,
-                })).collect::<Vec<_>>(),
-                "stalled": s.stalled,
-                "checkpoints_failing": s.checkpoints_failing,
-                "degraded": s.degraded.iter().map(degraded_json).collect::<Vec<_>>(),
-                "halted": s.halted,
-                "last_error": s.last_error,
-                "tasks": s.tasks,
-                "partitions": s.partitions,
-                "cluster": s.cluster.as_ref().map(cluster_json),
-                "held_elsewhere": s.held_elsewhere,
-            })
-        })
+        .iter()
+        .map(|(name, s)| flow_json(name, s))
         .collect();
     let reloads = mirror.reload_stats();
     json!({
         "healthy": mirror.healthy(),
         "flows": flows,
         "reloads": { "ok": reloads.ok, "rejected": reloads.rejected, "last_error": reloads.last_error },
+    })
+}
+
+/// One flow's part of `/status`.
+pub fn flow_json(name: &str, s: &refract_mirror::FlowStatus) -> Value {
+    json!({
+        "flow": name,
+        "state": s.state.as_str(),
+        "topics": s.routes,
+        "records_sent": s.records_sent,
+        "records_filtered": s.records_filtered,
+        "records_skipped": s.records_skipped,
+        "records_dead_lettered": s.records_dead_lettered,
+        "records_looped": s.records_looped,
+        "records_lost": s.records_lost,
+        "lost": s.lost.iter().map(lost_json).collect::<Vec<_>>(),
+        "transactions_committed": s.transactions_committed,
+        "transactions_aborted": s.transactions_aborted,
+        "throttled_ms": s.throttled_ms,
+        "duplicates_on_start": s.duplicates,
+        "restarts": s.restarts,
+        "plugin_swaps": s.plugin_swaps,
+        "offset_syncs": s.offset_syncs,
+        "checkpoints": s.checkpoints,
+        "heartbeats": s.heartbeats,
+        "group_offsets_synced": s.group_offsets_synced,
+        "lag": s.lag,
+        "lag_unknown": s.lag_unknown,
+        "unreachable": s.unreachable.iter().map(|u| json!({
+            "cluster": u.cluster,
+            "role": u.side.as_str(),
+            "bootstrap": u.bootstrap,
+            "cause": u.cause,
+            "since_ms": u.since_ms,
+        })).collect::<Vec<_>>(),
+        "stalled": s.stalled,
+        "checkpoints_failing": s.checkpoints_failing,
+        "degraded": s.degraded.iter().map(degraded_json).collect::<Vec<_>>(),
+        "halted": s.halted,
+        "last_error": s.last_error,
+        "tasks": s.tasks,
+        "partitions": s.partitions,
+        "cluster": s.cluster.as_ref().map(cluster_json),
+        "held_elsewhere": s.held_elsewhere,
     })
 }
 

@@ -87,7 +87,9 @@ impl Status {
                     let second = get(&addr, "/status", tls).unwrap_or_else(|_| first.clone());
                     let a: Value = serde_json::from_str(&first).context("parsing /status")?;
                     let b: Value = serde_json::from_str(&second).context("parsing /status")?;
-                    if !print_live(&addr, &a, &b) {
+                    let (text, healthy) = render_live(&addr, &a, &b);
+                    print!("{text}");
+                    if !healthy {
                         // Like `refract verify`: 1 means "answered, and the answer is bad".
                         std::io::stdout().flush().context("writing the status")?;
                         std::process::exit(1);
@@ -157,10 +159,19 @@ impl Status {
     }
 }
 
-/// Prints the running process's status; returns whether it is healthy.
-fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
+/// The running process's status as `refract status` prints it, from two `/status` answers a
+/// second apart (the rates), and whether it is healthy.
+pub(crate) fn render_live(addr: &str, first: &Value, second: &Value) -> (String, bool) {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    macro_rules! say {
+        ($($arg:tt)*) => {
+            let _ = writeln!(out, $($arg)*);
+        };
+    }
     let healthy = second["healthy"] == true;
-    println!(
+    say!(
         "refract at {addr}: {}  (reloads ok {}, rejected {})",
         if healthy { "healthy" } else { "NOT healthy" },
         second["reloads"]["ok"],
@@ -178,13 +189,13 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
             .as_u64()
             .unwrap_or(0)
             .saturating_sub(before);
-        println!();
-        println!("flow {name}: {}", flow["state"].as_str().unwrap_or("?"));
-        println!(
+        out.push('\n');
+        say!("flow {name}: {}", flow["state"].as_str().unwrap_or("?"));
+        say!(
             "  records sent {}  ({rate} rec/s)  filtered {}  skipped {}  dead-lettered {}  looped {}  restarts {}  plugin swaps {}",
             flow["records_sent"], flow["records_filtered"], flow["records_skipped"], flow["records_dead_lettered"], flow["records_looped"], flow["restarts"], flow["plugin_swaps"]
         );
-        println!(
+        say!(
             "  offset syncs {}  checkpoints {}  heartbeats {}  group offsets synced {}",
             flow["offset_syncs"],
             flow["checkpoints"],
@@ -194,20 +205,20 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
         let committed = flow["transactions_committed"].as_u64().unwrap_or(0);
         let aborted = flow["transactions_aborted"].as_u64().unwrap_or(0);
         if committed + aborted > 0 {
-            println!("  exactly-once: transactions committed {committed}  aborted {aborted}");
+            say!("  exactly-once: transactions committed {committed}  aborted {aborted}");
         }
         let throttled_ms = flow["throttled_ms"].as_u64().unwrap_or(0);
         if throttled_ms > 0 {
-            println!(
+            say!(
                 "  throttled {:.1} s in all (max_bytes_per_second / max_records_per_second)",
                 throttled_ms as f64 / 1000.0
             );
         }
         if let Some(other) = flow["held_elsewhere"].as_str() {
-            println!("  STANDBY: {other}");
+            say!("  STANDBY: {other}");
         }
         if let Some(c) = flow["cluster"].as_object() {
-            println!(
+            say!(
                 "  cluster: group {}  this process {} holds tasks {}{}  rebalances {}",
                 c["group"].as_str().unwrap_or("?"),
                 c["instance"].as_str().unwrap_or("?"),
@@ -220,13 +231,13 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
                 c["rebalances"]
             );
             if let Some(e) = c["error"].as_str() {
-                println!("  NOT IN THE GROUP: {e}");
+                say!("  NOT IN THE GROUP: {e}");
             }
             for m in c["members"].as_array().unwrap_or(&empty) {
                 let lag = m["lag"]
                     .as_i64()
                     .map_or_else(|| "unknown".to_string(), |l| l.to_string());
-                println!(
+                say!(
                     "    member {} ({}): tasks {}  partitions {}  lag {lag}",
                     m["instance"].as_str().unwrap_or("?"),
                     m["host"].as_str().unwrap_or("?"),
@@ -235,16 +246,16 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
                 );
             }
             if let Some(e) = c["members_error"].as_str() {
-                println!("    members unknown: {e}");
+                say!("    members unknown: {e}");
             }
         }
         if let Some(topics) = flow["topics"].as_object() {
             for (source, remote) in topics {
-                println!("  {source} -> {}", remote.as_str().unwrap_or("?"));
+                say!("  {source} -> {}", remote.as_str().unwrap_or("?"));
             }
         }
         for u in flow["unreachable"].as_array().unwrap_or(&empty) {
-            println!(
+            say!(
                 "  UNREACHABLE cluster {} ({}, {}): {}",
                 u["cluster"].as_str().unwrap_or("?"),
                 u["role"].as_str().unwrap_or("?"),
@@ -253,38 +264,38 @@ fn print_live(addr: &str, first: &Value, second: &Value) -> bool {
             );
         }
         if let Some(why) = flow["stalled"].as_str() {
-            println!("  STALLED: {why}");
+            say!("  STALLED: {why}");
         }
         if let Some(why) = flow["checkpoints_failing"].as_str() {
-            println!("  CHECKPOINTS FAILING: {why}");
+            say!("  CHECKPOINTS FAILING: {why}");
         }
         if let Some(why) = flow["lag_unknown"].as_str() {
-            println!("  lag unknown: {why}");
+            say!("  lag unknown: {why}");
         } else if let Some(lag) = flow["lag"].as_object() {
             let total: i64 = lag.values().filter_map(Value::as_i64).sum();
-            println!("  lag {total} records over {} partitions", lag.len());
+            say!("  lag {total} records over {} partitions", lag.len());
             for (partition, n) in lag.iter().filter(|(_, n)| n.as_i64().unwrap_or(0) > 0) {
-                println!("    {partition}  {n}");
+                say!("    {partition}  {n}");
             }
         }
         for d in flow["degraded"].as_array().unwrap_or(&empty) {
-            println!("  DEGRADED {}", degraded_line(d));
+            say!("  DEGRADED {}", degraded_line(d));
         }
         let lost = flow["records_lost"].as_u64().unwrap_or(0);
         if lost > 0 {
-            println!("  records lost at the source before they were mirrored: {lost}");
+            say!("  records lost at the source before they were mirrored: {lost}");
         }
         for l in flow["lost"].as_array().unwrap_or(&empty) {
-            println!("  LOST {}", lost_line(l));
+            say!("  LOST {}", lost_line(l));
         }
         if let Some(e) = flow["halted"].as_str() {
-            println!("  HALTED: {e}");
+            say!("  HALTED: {e}");
         }
         if let Some(e) = flow["last_error"].as_str() {
-            println!("  last error: {e}");
+            say!("  last error: {e}");
         }
     }
-    healthy
+    (out, healthy)
 }
 
 /// One `/status` degraded entry: `big[0] record_too_large at offset 42 for 2m5s (3 failed

@@ -7,11 +7,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use refract_config::Pipeline;
+use refract_mirror::{FlowState, FlowStatus};
 use refract_mm2::Coarse;
+use serde_json::json;
 
 use super::root;
 use super::snippets::markdown_files;
+use crate::endpoints::flow_json;
 use crate::mm2_cmds::render_translation;
+use crate::status_cmd::render_live;
 
 /// Every sample, by name.
 fn samples() -> BTreeMap<&'static str, String> {
@@ -45,7 +49,41 @@ fn samples() -> BTreeMap<&'static str, String> {
         ),
     );
     out.insert("first-mirror-bad-regex", first_mirror_bad_regex());
+    out.insert("first-mirror-status", first_mirror_status());
     out
+}
+
+/// What `refract status` prints for the tutorial's flow while it mirrors: `/status` as the
+/// endpoint builds it from the flow's status, asked twice a second apart.
+fn first_mirror_status() -> String {
+    let status = |sent: u64, offset_syncs: u64, heartbeats: u64| {
+        let mut s = FlowStatus {
+            state: FlowState::Running,
+            records_sent: sent,
+            offset_syncs,
+            heartbeats,
+            tasks: vec![0],
+            ..FlowStatus::default()
+        };
+        s.routes.insert("orders".into(), "primary.orders".into());
+        for p in 0..3 {
+            s.partitions.push(format!("orders[{p}]"));
+            s.lag
+                .insert(format!("orders[{p}]"), if p == 1 { 12 } else { 0 });
+        }
+        json!({
+            "healthy": true,
+            "flows": [flow_json("primary->backup", &s)],
+            "reloads": { "ok": 0, "rejected": 0, "last_error": null },
+        })
+    };
+    let (text, healthy) = render_live(
+        "127.0.0.1:9464",
+        &status(4_870, 3, 41),
+        &status(5_000, 3, 42),
+    );
+    assert!(healthy);
+    text
 }
 
 /// What `refract check` says of the tutorial's pipeline with a second, broken topic pattern.
