@@ -1,8 +1,8 @@
-//! `refract plugin new` writes a project for every kind × language that builds offline with the
-//! toolchains `.ci/` installs and passes `refract plugin test` on its own sample input; each
-//! language's policy project names the remote topics of a real flow between real brokers; and an
-//! exception raised in a Python filter or thrown in a JavaScript transform shows its type and
-//! message in `plugin test`, the run log, the dead-letter headers and `/status`.
+//! `refract plugin new` writes a project for every kind × language (Go: policies only) that builds
+//! offline with the toolchains `.ci/` installs and passes `refract plugin test` on its own sample
+//! input; each language's policy project names the remote topics of a real flow between real
+//! brokers; and an exception raised in a Python filter or thrown in a JavaScript transform shows
+//! its type and message in `plugin test`, the run log, the dead-letter headers and `/status`.
 
 mod support;
 
@@ -90,37 +90,42 @@ fn plugin_test(project: &Path, wasm: &Path, extra: &[&str]) -> (Option<i32>, Vec
     )
 }
 
-/// Every kind of `lang` builds and answers its sample input with the kind's default behaviour;
-/// the policy project then mirrors a topic through a real flow.
-fn projects_build_test_and_mirror(lang: &str) {
+/// A generated policy's answers for its sample topics (`plugin test --source-cluster primary`):
+/// MirrorMaker 2's DefaultReplicationPolicy.
+fn assert_default_policy_answers(lang: &str, lines: &[Value]) {
+    let by_topic = |t: &str| {
+        lines
+            .iter()
+            .find(|l| l["topic"] == t)
+            .unwrap_or_else(|| panic!("{lang}: no answer for {t}: {lines:?}"))
+            .clone()
+    };
+    assert_eq!(lines.len(), 7, "{lang}: {lines:?}");
+    assert_eq!(by_topic("orders")["remote"], "primary.orders");
+    assert_eq!(by_topic("orders")["source"], Value::Null);
+    assert_eq!(by_topic("primary.orders")["source"], "primary");
+    assert_eq!(by_topic("primary.orders")["upstream"], "orders");
+    assert_eq!(by_topic("primary.heartbeats")["heartbeats"], true);
+    assert_eq!(by_topic("__consumer_offsets")["internal"], true);
+    assert_eq!(
+        by_topic("mm2-offset-syncs.backup.internal")["internal"],
+        true
+    );
+    assert_eq!(by_topic("payments.v2")["internal"], false);
+}
+
+/// Each of `kinds` (which include the policy) of `lang` builds and answers its sample input with
+/// the kind's default behaviour; the policy project then mirrors a topic through a real flow.
+fn projects_build_test_and_mirror(lang: &str, kinds: &[&str]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut policy = None;
-    for kind in KINDS {
+    for &kind in kinds {
         let project = new_project(dir.path(), lang, kind);
         let wasm = build(&project);
         let (code, lines, stderr) = plugin_test(&project, &wasm, &["--source-cluster", "primary"]);
         assert_eq!(code, Some(0), "{lang} {kind}: {stderr}");
         if kind == "policy" {
-            // MirrorMaker 2's DefaultReplicationPolicy, as generated.
-            let by_topic = |t: &str| {
-                lines
-                    .iter()
-                    .find(|l| l["topic"] == t)
-                    .unwrap_or_else(|| panic!("{lang}: no answer for {t}: {lines:?}"))
-                    .clone()
-            };
-            assert_eq!(lines.len(), 7, "{lines:?}");
-            assert_eq!(by_topic("orders")["remote"], "primary.orders");
-            assert_eq!(by_topic("orders")["source"], Value::Null);
-            assert_eq!(by_topic("primary.orders")["source"], "primary");
-            assert_eq!(by_topic("primary.orders")["upstream"], "orders");
-            assert_eq!(by_topic("primary.heartbeats")["heartbeats"], true);
-            assert_eq!(by_topic("__consumer_offsets")["internal"], true);
-            assert_eq!(
-                by_topic("mm2-offset-syncs.backup.internal")["internal"],
-                true
-            );
-            assert_eq!(by_topic("payments.v2")["internal"], false);
+            assert_default_policy_answers(lang, &lines);
             policy = Some(wasm.clone());
         } else {
             let outcomes: Vec<&Value> = lines.iter().map(|l| &l["outcome"]).collect();
@@ -157,22 +162,49 @@ fn projects_build_test_and_mirror(lang: &str) {
 
 #[test]
 fn rust_projects() {
-    projects_build_test_and_mirror("rust");
+    projects_build_test_and_mirror("rust", &KINDS);
 }
 
 #[test]
 fn python_projects() {
-    projects_build_test_and_mirror("python");
+    projects_build_test_and_mirror("python", &KINDS);
 }
 
 #[test]
 fn javascript_projects() {
-    projects_build_test_and_mirror("javascript");
+    projects_build_test_and_mirror("javascript", &KINDS);
 }
 
 #[test]
 fn c_projects() {
-    projects_build_test_and_mirror("c");
+    projects_build_test_and_mirror("c", &KINDS);
+}
+
+/// Go projects are policies only (abi.go covers the policy world): a Go filter or transform is
+/// refused as a usage error, before anything is written.
+#[test]
+fn go_projects() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for kind in ["filter", "transform"] {
+        let project = dir.path().join(kind);
+        let out = Refract::output(&[
+            "plugin",
+            "new",
+            "--kind",
+            kind,
+            "--lang",
+            "go",
+            &project.display().to_string(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("Go projects can be policies only: abi.go covers the policy world; write {kind}s in Rust, Python, JavaScript or C")),
+            "{stderr}"
+        );
+        assert!(!project.exists());
+    }
+    projects_build_test_and_mirror("go", &["policy"]);
 }
 
 /// A processor project whose one place to change raises on the record whose value is `boom`:

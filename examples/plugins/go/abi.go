@@ -1,10 +1,16 @@
 package main
 
-// Hand-written canonical ABI glue for the `policy-plugin` world of wit/plugin.wit
-// (refract:plugin@0.1.0). Standard Go (1.24+) builds this with GOOS=wasip1 GOARCH=wasm
-// -buildmode=c-shared: every `//go:wasmexport` below is a core export whose name and flat
-// signature are exactly what `wasm-tools component new` expects for the WIT function, and
+// Hand-written canonical ABI glue for the `policy-plugin` world of the refract checkout's
+// wit/plugin.wit (refract:plugin@0.1.0). Standard Go (1.24+) builds this with GOOS=wasip1
+// GOARCH=wasm -buildmode=c-shared: every `//go:wasmexport` below is a core export whose name and
+// flat signature are exactly what `wasm-tools component new` expects for the WIT function, and
 // `hostLog` is the core import of `refract:plugin/host.log`.
+//
+// The policy itself is in the package's other file (policy.go), which defines what this file
+// calls: pluginName, pluginVersion, initPolicy, `current` and its methods (formatRemoteTopic,
+// topicSource, upstreamTopic, isInternalTopic, heartbeatsTopic, offsetSyncsTopic,
+// checkpointsTopic), and the types option and pluginError. Changing the policy needs no change
+// here.
 //
 // Canonical ABI facts used here (wasm32): a string is (ptr, len) of UTF-8; a list<T> is
 // (ptr, count) of elements laid out back to back; a function whose results flatten to more than

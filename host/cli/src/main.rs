@@ -115,7 +115,7 @@ enum PluginCommand {
     Test(plugin_test::PluginTest),
     /// Write a ready plugin project (source with the kind's default behaviour and one place to
     /// change, build script, sample input, README) for a policy, filter or transform in Rust,
-    /// Python, JavaScript or C.
+    /// Python, JavaScript or C, or for a policy in Go.
     New(plugin_new::PluginNew),
 }
 

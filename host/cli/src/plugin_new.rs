@@ -1,7 +1,9 @@
 //! `refract plugin new`: writes a ready plugin project — source with the kind's default
 //! behaviour and one place to change, a build script, sample input for `refract plugin test`
-//! and a README — for a policy, filter or transform in Rust, Python, JavaScript or C.
+//! and a README — for a policy, filter or transform in Rust, Python, JavaScript or C, or a policy
+//! in Go.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -57,6 +59,9 @@ pub enum Lang {
     Javascript,
     /// C with clang, wasi-libc, sdk/c/refract_plugin.h and the committed bindings.
     C,
+    /// Go: standard Go >= 1.24, a wasip1 reactor, the policy world's canonical ABI written in Go
+    /// (abi.go); policy only.
+    Go,
 }
 
 impl Lang {
@@ -66,7 +71,19 @@ impl Lang {
             Lang::Python => "python",
             Lang::Javascript => "javascript",
             Lang::C => "c",
+            Lang::Go => "go",
         }
+    }
+
+    /// Whether this language can make a `kind` project; if not, why.
+    fn supports(self, kind: Kind) -> Result<()> {
+        if self == Lang::Go && kind != Kind::Policy {
+            bail!(
+                "Go projects can be policies only: abi.go covers the policy world; write {}s in Rust, Python, JavaScript or C",
+                kind.name()
+            );
+        }
+        Ok(())
     }
 }
 
@@ -76,7 +93,7 @@ pub struct PluginNew {
     /// What the plugin does.
     #[arg(long, value_enum)]
     pub kind: Kind,
-    /// The language it is written in.
+    /// The language it is written in (Go: policies only).
     #[arg(long, value_enum)]
     pub lang: Lang,
     /// The plugin's name (`info().name`, the crate or file name); default: DIR's last component.
@@ -93,23 +110,24 @@ pub struct PluginNew {
 /// One file of a project.
 struct Template {
     path: String,
-    text: &'static str,
+    text: Cow<'static, str>,
     executable: bool,
 }
 
-fn file(path: impl Into<String>, text: &'static str, executable: bool) -> Template {
+fn file(path: impl Into<String>, text: impl Into<Cow<'static, str>>, executable: bool) -> Template {
     Template {
         path: path.into(),
-        text,
+        text: text.into(),
         executable,
     }
 }
 
-/// A language's build script, ignore list and sources (policy, filter, transform).
+/// A language's build script, ignore list and sources (policy, filter, transform; `None`: the
+/// language makes no such project, see [`Lang::supports`]).
 struct LangTemplates {
     build: &'static str,
     ignore: &'static str,
-    sources: [&'static str; 3],
+    sources: [Option<&'static str>; 3],
 }
 
 macro_rules! lang_templates {
@@ -121,7 +139,8 @@ macro_rules! lang_templates {
                 include_str!(concat!("../templates/", $dir, "/policy.", $ext)),
                 include_str!(concat!("../templates/", $dir, "/filter.", $ext)),
                 include_str!(concat!("../templates/", $dir, "/transform.", $ext)),
-            ],
+            ]
+            .map(Some),
         }
     };
 }
@@ -136,24 +155,36 @@ fn lang_templates(lang: Lang) -> LangTemplates {
         ),
         Lang::Javascript => lang_templates!("javascript", "js", "*.wasm\n"),
         Lang::C => lang_templates!("c", "c", "*.wasm\n"),
+        Lang::Go => LangTemplates {
+            build: include_str!("../templates/go/build.sh"),
+            ignore: "*.wasm\n",
+            sources: [Some(include_str!("../templates/go/policy.go")), None, None],
+        },
     }
 }
 
-/// The files of a `lang` × `kind` project (before placeholders are filled in).
-fn templates(lang: Lang, kind: Kind) -> Vec<Template> {
+/// The files of a `lang` × `kind` project (before placeholders are filled in); an error if the
+/// language makes no such project.
+fn templates(lang: Lang, kind: Kind) -> Result<Vec<Template>> {
+    lang.supports(kind)?;
     let (sample, sample_text) = kind.sample();
     let t = lang_templates(lang);
     let source = match kind {
         Kind::Policy => t.sources[0],
         Kind::Filter => t.sources[1],
         Kind::Transform => t.sources[2],
+    }
+    .with_context(|| format!("no {} {} template", lang.name(), kind.name()))?;
+    let readme = include_str!("../templates/common/README.md");
+    let readme: Cow<'static, str> = match lang {
+        // Go's toolchain has its own installer.
+        Lang::Go => readme
+            .replace(GUEST_TOOLCHAINS_SCRIPT, GO_TOOLCHAIN_SCRIPT)
+            .into(),
+        _ => readme.into(),
     };
     let mut files = vec![
-        file(
-            "README.md",
-            include_str!("../templates/common/README.md"),
-            false,
-        ),
+        file("README.md", readme, false),
         file(sample, sample_text, false),
         file("build.sh", t.build, true),
         file(".gitignore", t.ignore, false),
@@ -173,8 +204,32 @@ fn templates(lang: Lang, kind: Kind) -> Vec<Template> {
             false,
         ));
     }
-    files
+    if lang == Lang::Go {
+        files.push(file(
+            "go.mod",
+            include_str!("../templates/go/go.mod"),
+            false,
+        ));
+        // The example's go.sum and canonical ABI glue: the same module versions, so the build
+        // is served by the module cache `.ci/install-go-toolchain` fills.
+        files.push(file(
+            "go.sum",
+            include_str!("../../../examples/plugins/go/go.sum"),
+            false,
+        ));
+        files.push(file(
+            "abi.go",
+            include_str!("../../../examples/plugins/go/abi.go"),
+            false,
+        ));
+    }
+    Ok(files)
 }
+
+/// The script that installs the Python, JavaScript, C and Rust guest toolchains, as the common
+/// README names it, and the one that installs Go's.
+const GUEST_TOOLCHAINS_SCRIPT: &str = ".ci/install-guest-toolchains";
+const GO_TOOLCHAIN_SCRIPT: &str = ".ci/install-go-toolchain";
 
 /// A plugin name from `dir`'s last component: lower case ASCII letters, digits and `-`.
 fn default_name(dir: &Path) -> Result<String> {
@@ -242,6 +297,7 @@ fn refract_home(sdk: Option<&Path>) -> Result<PathBuf> {
 impl PluginNew {
     /// Writes the project and prints what to do next.
     pub fn run(&self) -> Result<()> {
+        let files = templates(self.lang, self.kind)?;
         let name = match &self.name {
             Some(n) => {
                 check_name(n)?;
@@ -280,13 +336,13 @@ impl PluginNew {
                 .replace("@TEST@", &test_command)
                 .replace("@REFRACT_HOME@", home_text)
         };
-        for t in templates(self.lang, self.kind) {
+        for t in files {
             let path = self.dir.join(&t.path);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)
                     .with_context(|| format!("creating {}", parent.display()))?;
             }
-            std::fs::write(&path, fill(t.text))
+            std::fs::write(&path, fill(&t.text))
                 .with_context(|| format!("writing {}", path.display()))?;
             if t.executable {
                 use std::os::unix::fs::PermissionsExt;
@@ -319,6 +375,7 @@ fn source_file(lang: Lang, kind: Kind) -> String {
         Lang::Python => "app.py".into(),
         Lang::Javascript => format!("{}.js", kind.name()),
         Lang::C => format!("{}.c", kind.name()),
+        Lang::Go => format!("{}.go", kind.name()),
     }
 }
 
@@ -338,11 +395,23 @@ mod tests {
         assert!(check_name("").is_err());
     }
 
+    const LANGS: [Lang; 5] = [
+        Lang::Rust,
+        Lang::Python,
+        Lang::Javascript,
+        Lang::C,
+        Lang::Go,
+    ];
+    const KINDS: [Kind; 3] = [Kind::Policy, Kind::Filter, Kind::Transform];
+
     #[test]
     fn every_kind_and_language_has_its_files_and_placeholders_are_known() {
-        for lang in [Lang::Rust, Lang::Python, Lang::Javascript, Lang::C] {
-            for kind in [Kind::Policy, Kind::Filter, Kind::Transform] {
-                let files = templates(lang, kind);
+        for lang in LANGS {
+            for kind in KINDS {
+                if lang == Lang::Go && kind != Kind::Policy {
+                    continue; // go_projects_are_policies_only
+                }
+                let files = templates(lang, kind).unwrap();
                 let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
                 assert!(names.contains(&"build.sh"), "{lang:?} {kind:?}");
                 assert!(names.contains(&"README.md"));
@@ -383,6 +452,71 @@ mod tests {
         }
     }
 
+    /// A Go project is a policy whose go.sum and abi.go are the example's, built with the Go
+    /// installer; a Go filter or transform is refused before anything is written.
+    #[test]
+    fn go_projects_are_policies_only() {
+        let files = templates(Lang::Go, Kind::Policy).unwrap();
+        let text = |path: &str| {
+            files
+                .iter()
+                .find(|f| f.path == path)
+                .unwrap_or_else(|| panic!("no {path}"))
+                .text
+                .clone()
+        };
+        assert_eq!(
+            text("go.sum"),
+            include_str!("../../../examples/plugins/go/go.sum")
+        );
+        assert_eq!(
+            text("abi.go"),
+            include_str!("../../../examples/plugins/go/abi.go")
+        );
+        assert!(text("go.mod").starts_with("module @NAME@\n"));
+        assert!(text("policy.go").contains("pluginName    = \"@NAME@\""));
+        assert_eq!(text("policy.go").matches("CHANGE ME").count(), 1);
+        let readme = text("README.md");
+        assert!(readme.contains(GO_TOOLCHAIN_SCRIPT), "{readme}");
+        assert!(!readme.contains(GUEST_TOOLCHAINS_SCRIPT), "{readme}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("probe");
+        PluginNew {
+            kind: Kind::Policy,
+            lang: Lang::Go,
+            name: None,
+            sdk: None,
+            dir: project.clone(),
+        }
+        .run()
+        .unwrap();
+        let go_mod = std::fs::read_to_string(project.join("go.mod")).unwrap();
+        assert!(go_mod.starts_with("module probe\n"), "{go_mod}");
+
+        for kind in [Kind::Filter, Kind::Transform] {
+            let project = dir.path().join(kind.name());
+            let err = PluginNew {
+                kind,
+                lang: Lang::Go,
+                name: None,
+                sdk: None,
+                dir: project.clone(),
+            }
+            .run()
+            .unwrap_err()
+            .to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "Go projects can be policies only: abi.go covers the policy world; write {}s in Rust, Python, JavaScript or C",
+                    kind.name()
+                )
+            );
+            assert!(!project.exists());
+        }
+    }
+
     /// Every build script checks its toolchain first: with a PATH that holds only `bash`, it
     /// exits 1 and prints the one command that installs what is missing.
     #[test]
@@ -394,6 +528,10 @@ mod tests {
             .expect("bash");
         let only_bash = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(bash, only_bash.path().join("bash")).unwrap();
+        let go_hint = format!(
+            "bash {}/.ci/install-go-toolchain",
+            refract_home(None).unwrap().display()
+        );
         let cases = [
             (
                 Lang::Python,
@@ -408,12 +546,18 @@ mod tests {
                 Lang::Rust,
                 "curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh",
             ),
+            (Lang::Go, go_hint.as_str()),
         ];
         for (lang, hint) in cases {
             let dir = tempfile::tempdir().unwrap();
             let project = dir.path().join("probe");
             PluginNew {
-                kind: Kind::Filter,
+                // Go makes policies only.
+                kind: if lang == Lang::Go {
+                    Kind::Policy
+                } else {
+                    Kind::Filter
+                },
                 lang,
                 name: None,
                 sdk: None,
