@@ -23,6 +23,51 @@ const GUARDED: [(&str, &str); 3] = [
     ("allow.everyone.if.no.acl.found", "false"),
 ];
 
+/// The minimal ACL set of the book's guide (`docs/src/guides/check-connect.md`, "Permissions:
+/// the minimal ACL set"): per `kafka-acls` command, the cluster (`a` for `kafka-a:…`) and the
+/// arguments after `--allow-principal User:mirror`.
+fn documented_acls() -> Vec<(String, Vec<String>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/src/guides/check-connect.md");
+    let page = std::fs::read_to_string(&path).expect("read the check --connect guide");
+    let section = page
+        .split_once("## Permissions: the minimal ACL set")
+        .expect("the guide's minimal ACL section")
+        .1;
+    let block = section
+        .split_once("```text\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("the section's command block")
+        .0;
+    // One command per line: continuation lines joined, comments dropped.
+    let joined = block.replace("\\\n", " ");
+    let mut out = Vec::new();
+    for line in joined.lines() {
+        let command = line.split(" # ").next().unwrap_or_default().trim();
+        if command.is_empty() || command.starts_with('#') {
+            continue;
+        }
+        let words: Vec<String> = command
+            .split_whitespace()
+            .map(|w| w.trim_matches('\'').to_string())
+            .collect();
+        let head = ["kafka-acls", "--bootstrap-server"];
+        assert_eq!(words[..2], head, "{command}");
+        assert_eq!(
+            words[3..6],
+            ["--add", "--allow-principal", "User:mirror"],
+            "{command}"
+        );
+        let cluster = words[2]
+            .strip_prefix("kafka-")
+            .and_then(|r| r.split(':').next())
+            .expect("kafka-<alias>:<port>")
+            .to_string();
+        out.push((cluster, words[6..].to_vec()));
+    }
+    out
+}
+
 /// Allows `User:mirror` what `args` (kafka-acls arguments after `--allow-principal`) name, on
 /// `broker`.
 fn allow(broker: &Broker, args: &[&str]) {
@@ -456,100 +501,28 @@ fn documented_minimal_acls_are_enough_to_mirror() {
         "{out}"
     );
 
-    // The documented minimal set (README, "Permissions"): source a, then target b.
-    let add = allow;
-    let remote_prefix = format!("a.{prefix}");
+    // The documented minimal set, as the book's guide prints it: source a, then target b.
     let acls_started = Instant::now();
-    add(
-        &a,
-        &[
-            "--operation",
-            "Read",
-            "--operation",
-            "DescribeConfigs",
-            "--topic",
-            &prefix,
-            "--resource-pattern-type",
-            "prefixed",
-        ],
+    let documented = documented_acls();
+    let on = |cluster: &str| documented.iter().filter(|(c, _)| c == cluster).count();
+    assert_eq!(
+        (on("a"), on("b")),
+        (6, 4),
+        "the guide's minimal set: {documented:?}"
     );
-    add(&a, &["--operation", "Read", "--group", "refract-a-b"]);
-    add(&a, &["--operation", "Describe", "--group", "*"]);
-    add(
-        &a,
-        &[
-            "--operation",
-            "Read",
-            "--group",
-            "refract-a-b-solo-",
-            "--resource-pattern-type",
-            "prefixed",
-        ],
-    );
-    add(
-        &a,
-        &[
-            "--operation",
-            "Create",
-            "--operation",
-            "Write",
-            "--operation",
-            "Read",
-            "--topic",
-            "mm2-offset-syncs.b.internal",
-        ],
-    );
-    add(
-        &a,
-        &[
-            "--operation",
-            "Create",
-            "--operation",
-            "Write",
-            "--topic",
-            "heartbeats",
-        ],
-    );
-    add(
-        &b,
-        &[
-            "--operation",
-            "Create",
-            "--operation",
-            "Write",
-            "--operation",
-            "AlterConfigs",
-            "--topic",
-            &remote_prefix,
-            "--resource-pattern-type",
-            "prefixed",
-        ],
-    );
-    add(&b, &["--operation", "Read", "--group", "refract-a-b"]);
-    add(
-        &b,
-        &[
-            "--operation",
-            "Create",
-            "--operation",
-            "Write",
-            "--operation",
-            "Read",
-            "--topic",
-            "a.checkpoints.internal",
-        ],
-    );
-    add(
-        &b,
-        &[
-            "--operation",
-            "Create",
-            "--operation",
-            "Write",
-            "--topic",
-            "heartbeats",
-        ],
-    );
+    for (cluster, args) in &documented {
+        // The guide's topics start with `orders`; this test's with its own unique prefix.
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match a.as_str() {
+                "orders" => prefix.clone(),
+                "a.orders" => format!("a.{prefix}"),
+                _ => a.clone(),
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        allow(if cluster == "a" { &a } else { &b }, &args);
+    }
     eprintln!(
         "adding the ACLs took {:.1}s",
         acls_started.elapsed().as_secs_f64()
