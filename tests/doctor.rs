@@ -27,9 +27,7 @@ const GUARDED: [(&str, &str); 3] = [
 /// the minimal ACL set"): per `kafka-acls` command, the cluster (`a` for `kafka-a:…`) and the
 /// arguments after `--allow-principal User:mirror`.
 fn documented_acls() -> Vec<(String, Vec<String>)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../docs/src/guides/check-connect.md");
-    let page = std::fs::read_to_string(&path).expect("read the check --connect guide");
+    let page = std::fs::read_to_string(guide_path()).expect("read the check --connect guide");
     let section = page
         .split_once("## Permissions: the minimal ACL set")
         .expect("the guide's minimal ACL section")
@@ -66,6 +64,66 @@ fn documented_acls() -> Vec<(String, Vec<String>)> {
         out.push((cluster, words[6..].to_vec()));
     }
     out
+}
+
+/// The guide's page (`docs/src/guides/check-connect.md`).
+fn guide_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/guides/check-connect.md")
+}
+
+/// The fenced block after `<!-- check-connect: NAME -->` in the guide is what `out` prints once
+/// this test's names are the guide's (`REFRACT_BLESS=1` rewrites the block): the pipeline file's
+/// folder dropped, then each `(from, to)` replaced in order.
+fn guide_transcript(name: &str, out: &str, names: &[(String, String)]) {
+    let mut want = String::new();
+    for line in out.lines() {
+        let line = match line.strip_suffix("/pipeline.toml: ok") {
+            Some(_) => "pipeline.toml: ok".to_string(),
+            None => line.to_string(),
+        };
+        want.push_str(&names.iter().fold(line, |l, (from, to)| l.replace(from, to)));
+        want.push('\n');
+    }
+    let path = guide_path();
+    let page = std::fs::read_to_string(&path).expect("read the check --connect guide");
+    let marker = format!("<!-- check-connect: {name} -->\n");
+    let at = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("{}: no `{}`", path.display(), marker.trim()));
+    let open = at + marker.len();
+    assert!(
+        page[open..].starts_with("```text\n"),
+        "{}: `{}` is not followed by a ```text block",
+        path.display(),
+        marker.trim()
+    );
+    let start = open + "```text\n".len();
+    let end = start + page[start..].find("```\n").expect("the block's end");
+    if page[start..end] == want {
+        return;
+    }
+    if refract_testkit::golden::blessing() {
+        let mut page = page.clone();
+        page.replace_range(start..end, &want);
+        std::fs::write(&path, page).expect("rewrite the guide");
+        return;
+    }
+    panic!(
+        "{}: the check-connect transcript {name} is not what check --connect prints; it prints:\n{want}\n\
+         (REFRACT_BLESS=1 cargo test -p refract --test doctor documented_minimal rewrites it)",
+        path.display()
+    );
+}
+
+/// The solo group of a flow `a->b` that mirrors `topics`.
+fn solo_group(topics: &str) -> String {
+    let text = format!(
+        "[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.b]\nbootstrap = \"b:9092\"\n\
+         [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topics}\"]\n"
+    );
+    let pipeline = refract_config::Pipeline::parse(std::path::Path::new("pipeline.toml"), &text)
+        .expect("a pipeline");
+    refract_mirror::membership::solo_group(&pipeline.flows[0])
 }
 
 /// Allows `User:mirror` what `args` (kafka-acls arguments after `--allow-principal`) name, on
@@ -444,6 +502,15 @@ fn documented_minimal_acls_are_enough_to_mirror() {
     let (code, out) = check_connect(&pipeline);
     assert_eq!(code, 1, "{out}");
     let (ab, bb) = (a.listener("SASL_PLAINTEXT"), b.listener("SASL_PLAINTEXT"));
+    // The guide shows both outputs with its own names: brokers kafka-a and kafka-b, topics
+    // starting with `orders`.
+    let guide_names = [
+        (ab.to_string(), "kafka-a:9092".to_string()),
+        (bb.to_string(), "kafka-b:9092".to_string()),
+        (solo_group(&format!("{prefix}.*")), solo_group("orders.*")),
+        (prefix.clone(), "orders".to_string()),
+    ];
+    guide_transcript("nothing-granted", &out, &guide_names);
     line(
         &out,
         &format!("cluster a ({ab}, SASL_PLAINTEXT/SCRAM-SHA-512): reachable, authenticated as User:mirror ("),
@@ -533,6 +600,7 @@ fn documented_minimal_acls_are_enough_to_mirror() {
     a.commit_group(&group, &topic, &[(0, 50), (1, 50)]);
     let (code, out) = check_connect(&pipeline);
     assert_eq!(code, 0, "the documented set is enough:\n{out}");
+    guide_transcript("minimal-set", &out, &guide_names);
     assert!(!out.lines().any(|l| l.starts_with("  no ")), "{out}");
     assert!(!out.lines().any(|l| l.starts_with("  warn")), "{out}");
     line(&out, "flow a->b: can run");

@@ -274,7 +274,9 @@ unsafe fn operations(
     Some((0..count).map(|i| *ops.add(i)).collect())
 }
 
-/// The code and text of a librdkafka error object (`None` when null).
+/// The code and text of a librdkafka error object (`None` when null). A text that says nothing
+/// of its own (a broker's empty error message: `ConsumerGroupDescribe: `) gets the code's
+/// description.
 ///
 /// # Safety
 /// `error` is null or a live error object.
@@ -286,7 +288,24 @@ unsafe fn error_of(error: *const ffi::rd_kafka_error_t) -> Option<ResourceError>
     if code == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
         return None;
     }
-    Some((code, text(ffi::rd_kafka_error_string(error))))
+    let message = text(ffi::rd_kafka_error_string(error));
+    Some((
+        code,
+        with_reason(message, &text(ffi::rd_kafka_err2str(code))),
+    ))
+}
+
+/// `message`, or when it ends without saying anything (empty, or `Request: `), with `reason`
+/// after it.
+fn with_reason(message: String, reason: &str) -> String {
+    let trimmed = message.trim_end();
+    if trimmed.is_empty() {
+        reason.to_string()
+    } else if trimmed.ends_with(':') {
+        format!("{trimmed} {reason}")
+    } else {
+        message
+    }
 }
 
 /// The event's own error as text, when it has one.
@@ -652,6 +671,17 @@ mod tests {
     use rdkafka::Offset;
 
     use super::*;
+
+    #[test]
+    fn an_error_that_says_nothing_gets_its_codes_reason() {
+        let reason = "Broker: Coordinator load in progress";
+        assert_eq!(
+            with_reason("ConsumerGroupDescribe: ".into(), reason),
+            "ConsumerGroupDescribe: Broker: Coordinator load in progress"
+        );
+        assert_eq!(with_reason(String::new(), reason), reason);
+        assert_eq!(with_reason("Group gone".into(), reason), "Group gone");
+    }
 
     #[test]
     fn consumer_assignments_parse_and_bad_bytes_do_not() {

@@ -163,6 +163,37 @@ impl Session {
     }
 }
 
+/// DescribeConsumerGroups of one group, asked again while its coordinator is still loading or
+/// moving (a cluster's first group operation creates `__consumer_offsets`; the broker then
+/// answers COORDINATOR_LOAD_IN_PROGRESS for a moment), within [`PROBE_TIMEOUT`].
+fn describe_group(
+    session: &Session,
+    group: &str,
+) -> Result<Vec<(String, admin_ffi::GroupAccess)>, String> {
+    let deadline = std::time::Instant::now() + PROBE_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let answer = admin_ffi::describe_groups(
+            &session.conn.admin,
+            &[group.to_string()],
+            left.max(Duration::from_millis(500)),
+        );
+        let moving = matches!(&answer, Ok(groups) if groups.iter().any(|(_, g)| matches!(
+            g.error,
+            Some((
+                E::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS
+                    | E::RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE
+                    | E::RD_KAFKA_RESP_ERR_NOT_COORDINATOR,
+                _
+            ))
+        )));
+        if !moving || left < Duration::from_millis(500) {
+            return answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Whether `granted` allows `op`, with Kafka's implications (READ, WRITE, DELETE and ALTER imply
 /// DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS).
 fn allows(granted: &[Op], op: Op) -> bool {
@@ -306,11 +337,7 @@ pub(super) fn evaluate(session: &mut Session, need: &Need, replication_factor: i
             }
         }
         Resource::Group(group) => {
-            match admin_ffi::describe_groups(
-                &session.conn.admin,
-                std::slice::from_ref(group),
-                PROBE_TIMEOUT,
-            ) {
+            match describe_group(session, group) {
                 Ok(groups) => match groups.into_iter().next() {
                     Some((_, g)) => match g.error {
                         None => (
