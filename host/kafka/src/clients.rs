@@ -206,6 +206,15 @@ fn redact(e: rdkafka::error::KafkaError) -> rdkafka::error::KafkaError {
 
 /// Topic names and partition counts of a cluster, skipping topics the broker reports errors for.
 pub fn list_topics(client: &BaseConsumer) -> Result<Vec<(String, i32)>> {
+    list_topics_of(client.client())
+}
+
+/// [`list_topics`] through any client, e.g. an admin client: a consumer's answer waits behind
+/// the fetch answers its broker thread is handling, which at 10,000 partitions being caught up
+/// took longer than [`REQUEST_TIMEOUT`].
+pub fn list_topics_of<C: rdkafka::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+) -> Result<Vec<(String, i32)>> {
     let metadata = client
         .fetch_metadata(None, REQUEST_TIMEOUT)
         .context("fetching topic metadata")?;

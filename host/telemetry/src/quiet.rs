@@ -3,7 +3,8 @@
 //! refract reports a cluster that cannot be reached itself, once when it goes and once when it
 //! is back. So, unless `RUST_LOG` asks for librdkafka by name:
 //! - connection-level messages from librdkafka (refused, reset, timed out, all brokers down, …)
-//!   are dropped;
+//!   are dropped, and so are signals it reports as errors that are none (a reader that asked to
+//!   be told of a partition's end, closed while one more such event was on its way);
 //! - any other librdkafka warning or error is written once per 10 minutes per text (numbers
 //!   ignored, so a port or a count does not make a line new).
 
@@ -48,6 +49,9 @@ const CONNECTION_NOISE: &[&str] = &[
     "leader not available",
 ];
 
+/// Words of librdkafka "errors" that are signals refract asked for, not failures.
+const NOT_FAILURES: &[&str] = &["reached end of partition"];
+
 /// The layer: vetoes librdkafka's noise before any other layer sees it.
 pub struct Quiet {
     /// `RUST_LOG` names librdkafka: everything passes.
@@ -74,7 +78,11 @@ impl Quiet {
             return true;
         }
         let lower = message.to_ascii_lowercase();
-        if CONNECTION_NOISE.iter().any(|w| lower.contains(w)) {
+        if CONNECTION_NOISE
+            .iter()
+            .chain(NOT_FAILURES)
+            .any(|w| lower.contains(w))
+        {
             return false;
         }
         let key: String = lower
@@ -151,6 +159,8 @@ mod tests {
             ),
             "numbers do not make a message new"
         );
+        let eof = "librdkafka: Global error: PartitionEOF (Broker: No more messages): Fetch from broker 1 reached end of partition at offset 202 (HighwaterMark 202)";
+        assert!(!q.keep("rdkafka::client", Level::ERROR, eof));
         // Debug lines and refract's own lines are the filter's business.
         assert!(q.keep("rdkafka::client", Level::DEBUG, refused));
         assert!(q.keep("refract_mirror::flow", Level::WARN, refused));

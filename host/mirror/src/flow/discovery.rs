@@ -2,7 +2,7 @@
 //! remote topics, and resuming and assigning each partition at its position.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rdkafka::consumer::Consumer;
@@ -11,9 +11,10 @@ use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
 use tracing::{debug, error, info, warn};
 
+use refract_config::DeliveryMode;
 use refract_kafka::clients::{
-    create_topics, ensure_topic, grow_topics, list_topics, watermarks_many, TopicToCreate,
-    REQUEST_TIMEOUT,
+    create_topics, ensure_topic, grow_topics, list_topics, list_topics_of, watermarks_many,
+    TopicToCreate, REQUEST_TIMEOUT,
 };
 use refract_kafka::coordinator;
 
@@ -33,13 +34,18 @@ use super::slots::Slot;
 /// debug level), not one line per topic.
 const LISTED_TOPICS: usize = 20;
 
+/// Longest an exactly-once discovery waits for the remote topics it created to show in the
+/// target's metadata (see `Run::await_created`).
+const AWAIT_CREATED: Duration = Duration::from_secs(10);
+
 impl Run<'_> {
     /// Lists source topics, plans them, makes sure remote topics exist, and, when partitions
     /// were added, assigns every partition that is read at its position.
     pub(super) fn discover(&mut self) -> Result<TopicPlan> {
         let runner = self.runner;
         let name = runner.flow.name();
-        let topics = list_topics(&self.clients.consumer)
+        // Through the admin client: the consumer's broker thread is busy with fetch answers.
+        let topics = list_topics_of(self.clients.source_admin.inner())
             .with_context(|| format!("listing topics on source cluster {}", runner.source.alias))?;
         let plan = self.planner.plan(&mut self.policy, &topics)?;
         let last_plan = &self.plan;
@@ -77,6 +83,12 @@ impl Run<'_> {
         self.check_incarnations(&plan, &target_topics);
         let created = self.create_remote_topics(&plan, &target_topics);
         let grown = self.grow_remote_topics(&plan, &target_topics);
+        let exactly_once = runner.flow.delivery.mode == DeliveryMode::ExactlyOnce;
+        let shown = if exactly_once {
+            self.await_created(&created)
+        } else {
+            HashMap::new()
+        };
         let last_plan = &self.plan;
         let mut added = std::mem::take(&mut self.slots.unresumed);
         self.slots.awaiting_remote = false;
@@ -117,6 +129,12 @@ impl Run<'_> {
                             info!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
                         } else {
                             debug!(flow = %name, "created {} on {} with {} partitions", route.remote_topic, runner.target.alias, route.partitions);
+                        }
+                        // Exactly-once: see `await_created`; one the target does not show yet is
+                        // read from the next discovery on.
+                        if exactly_once && !shown.contains_key(&route.remote_topic) {
+                            self.slots.awaiting_remote = true;
+                            continue;
                         }
                         route.partitions
                     }
@@ -251,6 +269,28 @@ impl Run<'_> {
     /// [`ADMIN_BATCH`](refract_kafka::clients::ADMIN_BATCH) topics, so a discovery of many new topics costs a
     /// few round trips, not one per topic. Only task 0 creates topics. Per remote topic: created
     /// (or there already), or why not.
+    /// Exactly-once: waits (at most [`AWAIT_CREATED`]) until the target's metadata shows every
+    /// remote topic just created, and returns the topics it shows. A broker that does not host a
+    /// just-created partition yet refuses a record for it (UNKNOWN_TOPIC_OR_PARTITION), and
+    /// under exactly-once that fails the whole transaction (seen at 10,000 partitions);
+    /// at-least-once retries that one partition instead.
+    fn await_created(&self, created: &HashMap<String, Result<(), String>>) -> HashMap<String, i32> {
+        let wanted: Vec<&String> = created
+            .iter()
+            .filter_map(|(t, r)| r.is_ok().then_some(t))
+            .collect();
+        let deadline = Instant::now() + AWAIT_CREATED;
+        loop {
+            let shown: HashMap<String, i32> = list_topics(&self.clients.target_meta)
+                .map(|t| t.into_iter().collect())
+                .unwrap_or_default();
+            if wanted.iter().all(|t| shown.contains_key(*t)) || Instant::now() >= deadline {
+                return shown;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     fn create_remote_topics(
         &self,
         plan: &TopicPlan,

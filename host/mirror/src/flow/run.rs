@@ -272,8 +272,10 @@ impl<'r> Run<'r> {
     /// After a batch: under exactly-once, fails the transaction on a failed record and commits
     /// it when due; at-least-once, replaces a producer that failed fatally.
     fn deliver(&mut self) -> Result<()> {
-        match &self.delivery {
+        let in_flight = self.clients.producer.in_flight_count();
+        match &mut self.delivery {
             Delivery::ExactlyOnce(txn) => {
+                txn.first_in_flight(in_flight);
                 let due = txn.due;
                 // Any failed record fails the whole transaction: abort, start over from the
                 // last committed positions (never a partition retried inside a transaction).

@@ -54,8 +54,11 @@ pub struct Fenced {
 
 /// The open transaction and where the committed ones left the positions.
 pub(super) struct Transactions {
-    /// When the open transaction began.
+    /// When the open transaction began: when it first had a record in flight (the coordinator
+    /// times a transaction from its first partition), until then when it was begun.
     began: Instant,
+    /// Nothing was in flight in the open transaction yet.
+    fresh: bool,
     /// When it is due to commit.
     pub(super) due: Instant,
     /// Partitions of the offsets topic.
@@ -76,6 +79,66 @@ fn fatal(e: &KafkaError) -> Option<RDKafkaErrorCode> {
             ) => Some(code),
             _ => None,
         },
+    }
+}
+
+/// How long a transaction may take from its beginning to its commit: librdkafka's
+/// `transaction.timeout.ms` (60 s, which the coordinator enforces by aborting the transaction)
+/// less a margin for the commit itself.
+const TRANSACTION_LIFETIME: Duration = Duration::from_secs(50);
+
+/// How often a commit's wait for acknowledgements looks at its progress.
+const ACK_SLICE: Duration = Duration::from_millis(250);
+
+/// A commit's wait for the acknowledgement of its records: it goes on while they come.
+#[derive(Debug)]
+struct AckWait {
+    /// Records not acknowledged at the last change.
+    in_flight: i32,
+    /// When the count last went down (or the wait began).
+    progressed: Instant,
+    stall: Duration,
+    deadline: Instant,
+}
+
+/// What [`AckWait::observe`] makes of the count of unacknowledged records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckVerdict {
+    /// Every record was acknowledged.
+    Done,
+    /// Records are still being acknowledged.
+    Wait,
+    /// None was acknowledged for the stall time.
+    Stalled,
+    /// The deadline passed.
+    Expired,
+}
+
+impl AckWait {
+    fn new(now: Instant, in_flight: i32, stall: Duration, deadline: Instant) -> Self {
+        Self {
+            in_flight,
+            progressed: now,
+            stall,
+            deadline,
+        }
+    }
+
+    fn observe(&mut self, now: Instant, in_flight: i32) -> AckVerdict {
+        if in_flight <= 0 {
+            return AckVerdict::Done;
+        }
+        if in_flight < self.in_flight {
+            self.in_flight = in_flight;
+            self.progressed = now;
+        }
+        if now >= self.deadline {
+            AckVerdict::Expired
+        } else if now.duration_since(self.progressed) >= self.stall {
+            AckVerdict::Stalled
+        } else {
+            AckVerdict::Wait
+        }
     }
 }
 
@@ -133,10 +196,21 @@ impl Transactions {
         info!(flow = %name, "exactly-once: transactional.id {}, positions in {topic} on {target}, a transaction every {:?}", transactional_id(flow, runner.task), flow.delivery.transaction_interval);
         Ok(Self {
             began: Instant::now(),
+            fresh: true,
             due: Instant::now() + flow.delivery.transaction_interval,
             partitions,
             written: HashMap::new(),
         })
+    }
+
+    /// Restarts the open transaction's clock when it first has records in flight: the first
+    /// discovery of an estate (creating thousands of remote topics) must not use up the time
+    /// the transaction has to be acknowledged and committed.
+    pub(super) fn first_in_flight(&mut self, in_flight: i32) {
+        if self.fresh && in_flight > 0 {
+            self.fresh = false;
+            self.began = Instant::now();
+        }
     }
 
     /// The slots whose source position (next offset) moved past what the last transaction
@@ -194,19 +268,27 @@ impl Run<'_> {
     /// group (for lag tools) and begins the next transaction unless `then` says the run stops.
     /// An error leaves the transaction to be aborted by the caller ([`abort_transaction`]); a
     /// [`Fenced`] error stops the flow. At-least-once, there is nothing to commit.
-    pub(super) fn commit_transaction(
-        &mut self,
-        timeout: Duration,
-        then: AfterCommit,
-    ) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let left = || deadline.saturating_duration_since(Instant::now());
-        self.emit_internals(Syncs::All);
-        self.acknowledged_within(left())?;
+    ///
+    /// The wait for acknowledgements fails when none came for `stall`, or at the transaction's
+    /// end of life ([`TRANSACTION_LIFETIME`] after it began), or, when the run stops, after
+    /// `stall` in all: a transaction of more records than the target acknowledges in one
+    /// request timeout (a backlog spread over thousands of partitions) still commits while
+    /// acknowledgements keep coming, instead of failing and being read again forever.
+    pub(super) fn commit_transaction(&mut self, stall: Duration, then: AfterCommit) -> Result<()> {
         let Delivery::ExactlyOnce(txn) = &self.delivery else {
             return Ok(());
         };
         let (began, partitions) = (txn.began, txn.partitions);
+        let mut deadline = began + TRANSACTION_LIFETIME;
+        if then == AfterCommit::Stop {
+            deadline = deadline.min(Instant::now() + stall);
+        }
+        let left = || deadline.saturating_duration_since(Instant::now());
+        self.emit_internals(Syncs::All);
+        self.acknowledged(stall, deadline)?;
+        let Delivery::ExactlyOnce(txn) = &self.delivery else {
+            return Ok(());
+        };
         let writes = txn.unwritten(&self.slots, &self.progress);
         let runner = self.runner;
         let topic = runner.flow.mm2_offsets_topic.as_str();
@@ -229,7 +311,7 @@ impl Run<'_> {
                 );
             }
         }
-        self.acknowledged_within(left())?;
+        self.acknowledged(stall, deadline)?;
         if let Err(e) = self
             .clients
             .producer
@@ -270,26 +352,36 @@ impl Run<'_> {
         };
         if let Delivery::ExactlyOnce(txn) = &mut self.delivery {
             txn.began = began;
+            txn.fresh = true;
             txn.due = Instant::now() + runner.flow.delivery.transaction_interval;
         }
         Ok(())
     }
 
     /// Waits until the target acknowledged everything sent in the transaction; a record it
-    /// refused (or one not acknowledged in time) fails the transaction.
-    fn acknowledged_within(&self, timeout: Duration) -> Result<()> {
-        let flushed = self.clients.flush_producer(timeout);
-        self.clients.poll_producer(Duration::ZERO);
-        self.transaction_failure()?;
+    /// refused fails the transaction, and so does a wait that [`AckWait`] gives up.
+    fn acknowledged(&self, stall: Duration, deadline: Instant) -> Result<()> {
         let producer = &self.clients.producer;
-        if flushed.is_err() || producer.in_flight_count() > 0 {
-            anyhow::bail!(
-                "{} records of the transaction were not acknowledged by cluster {} within {timeout:?}",
-                producer.in_flight_count(),
-                self.runner.target.alias
-            );
+        let mut wait = AckWait::new(Instant::now(), producer.in_flight_count(), stall, deadline);
+        loop {
+            let _ = self.clients.flush_producer(ACK_SLICE);
+            self.clients.poll_producer(Duration::ZERO);
+            self.transaction_failure()?;
+            let in_flight = producer.in_flight_count();
+            match wait.observe(Instant::now(), in_flight) {
+                AckVerdict::Done => return Ok(()),
+                AckVerdict::Wait => {}
+                AckVerdict::Stalled => anyhow::bail!(
+                    "{in_flight} records of the transaction were not acknowledged by cluster {}: none was for {stall:?}",
+                    self.runner.target.alias
+                ),
+                AckVerdict::Expired => anyhow::bail!(
+                    "{in_flight} records of the transaction were not acknowledged by cluster {} before the transaction's time ran out ({:?} after it began)",
+                    self.runner.target.alias,
+                    TRANSACTION_LIFETIME
+                ),
+            }
         }
-        Ok(())
     }
 
     /// A record of the open transaction the target refused, or a fenced producer: the
@@ -299,8 +391,22 @@ impl Run<'_> {
             return Err(self.runner.fenced().into());
         }
         let progress = lock(&self.progress);
-        if let Some(f) = progress.iter().find_map(|p| p.failure()) {
-            anyhow::bail!("a record of the transaction failed: {}", f.error);
+        if let Some((i, f)) = progress
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| p.failure().map(|f| (i, f)))
+        {
+            match self.slots.slots.get(i) {
+                Some(slot) => anyhow::bail!(
+                    "a record of the transaction failed: {}[{}] offset {} to {}: {}",
+                    slot.topic,
+                    slot.partition,
+                    f.offset,
+                    slot.remote,
+                    f.error
+                ),
+                None => anyhow::bail!("a record of the transaction failed: {}", f.error),
+            }
         }
         Ok(())
     }
@@ -329,5 +435,47 @@ pub(super) fn abort_transaction(
             warn!(flow = %runner.flow.name(), "transaction not aborted ({e}) after: {why:#}; the restart aborts it");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_waits_while_acknowledgements_come() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let stall = Duration::from_secs(10);
+        let mut wait = AckWait::new(t0, 20_000, stall, at(50_000));
+        // 20,000 records acknowledged at 1,000 a second: past the stall time, never stalled.
+        for s in 1..20u64 {
+            let left = 20_000 - 1_000 * s as i32;
+            assert_eq!(wait.observe(at(s * 1_000), left), AckVerdict::Wait, "{s} s");
+        }
+        assert_eq!(wait.observe(at(20_000), 0), AckVerdict::Done);
+    }
+
+    #[test]
+    fn a_commit_gives_up_when_acknowledgements_stop_or_time_runs_out() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let stall = Duration::from_secs(10);
+        let mut wait = AckWait::new(t0, 500, stall, at(50_000));
+        assert_eq!(wait.observe(at(3_000), 400), AckVerdict::Wait);
+        assert_eq!(wait.observe(at(12_999), 400), AckVerdict::Wait);
+        assert_eq!(wait.observe(at(13_000), 400), AckVerdict::Stalled);
+        // A count that goes up (records added) is no progress either.
+        let mut wait = AckWait::new(t0, 500, stall, at(50_000));
+        assert_eq!(wait.observe(at(10_000), 600), AckVerdict::Stalled);
+        // Progress all along, but past the transaction's lifetime.
+        let mut wait = AckWait::new(t0, 100_000, stall, at(50_000));
+        for s in 1..50u64 {
+            assert_eq!(
+                wait.observe(at(s * 1_000), 100_000 - 1_000 * s as i32),
+                AckVerdict::Wait
+            );
+        }
+        assert_eq!(wait.observe(at(50_000), 40_000), AckVerdict::Expired);
     }
 }
