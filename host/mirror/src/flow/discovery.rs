@@ -263,12 +263,6 @@ impl Run<'_> {
         Ok(plan)
     }
 
-    /// Creates the missing remote topics of `plan` (not on `target_topics`) at once: their
-    /// source configs read with one DescribeConfigs request and the topics created with one
-    /// CreateTopics request per
-    /// [`ADMIN_BATCH`](refract_kafka::clients::ADMIN_BATCH) topics, so a discovery of many new topics costs a
-    /// few round trips, not one per topic. Only task 0 creates topics. Per remote topic: created
-    /// (or there already), or why not.
     /// Exactly-once: waits (at most [`AWAIT_CREATED`]) until the target's metadata shows every
     /// remote topic just created, and returns the topics it shows. A broker that does not host a
     /// just-created partition yet refuses a record for it (UNKNOWN_TOPIC_OR_PARTITION), and
@@ -279,6 +273,9 @@ impl Run<'_> {
             .iter()
             .filter_map(|(t, r)| r.is_ok().then_some(t))
             .collect();
+        if wanted.is_empty() {
+            return HashMap::new();
+        }
         let deadline = Instant::now() + AWAIT_CREATED;
         loop {
             let shown: HashMap<String, i32> = list_topics(&self.clients.target_meta)
@@ -291,6 +288,12 @@ impl Run<'_> {
         }
     }
 
+    /// Creates the missing remote topics of `plan` (not on `target_topics`) at once: their
+    /// source configs read with one DescribeConfigs request and the topics created with one
+    /// CreateTopics request per
+    /// [`ADMIN_BATCH`](refract_kafka::clients::ADMIN_BATCH) topics, so a discovery of many new topics costs a
+    /// few round trips, not one per topic. Only task 0 creates topics. Per remote topic: created
+    /// (or there already), or why not.
     fn create_remote_topics(
         &self,
         plan: &TopicPlan,
