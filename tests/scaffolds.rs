@@ -14,10 +14,9 @@ use support::*;
 
 const KINDS: [&str; 3] = ["policy", "filter", "transform"];
 
-/// `refract plugin new --kind KIND --lang LANG <dir>/<lang>-<kind>`; the project folder.
-fn new_project(dir: &Path, lang: &str, kind: &str) -> PathBuf {
-    let project = dir.join(format!("{lang}-{kind}"));
-    let out = Refract::output(&[
+/// Runs `refract plugin new --kind KIND --lang LANG PROJECT`.
+fn plugin_new(project: &Path, lang: &str, kind: &str) -> std::process::Output {
+    Refract::output(&[
         "plugin",
         "new",
         "--kind",
@@ -25,7 +24,13 @@ fn new_project(dir: &Path, lang: &str, kind: &str) -> PathBuf {
         "--lang",
         lang,
         &project.display().to_string(),
-    ]);
+    ])
+}
+
+/// `refract plugin new --kind KIND --lang LANG <dir>/<lang>-<kind>`; the project folder.
+fn new_project(dir: &Path, lang: &str, kind: &str) -> PathBuf {
+    let project = dir.join(format!("{lang}-{kind}"));
+    let out = plugin_new(&project, lang, kind);
     assert!(
         out.status.success(),
         "plugin new: {}",
@@ -187,15 +192,7 @@ fn go_projects() {
     let dir = tempfile::tempdir().expect("temp dir");
     for kind in ["filter", "transform"] {
         let project = dir.path().join(kind);
-        let out = Refract::output(&[
-            "plugin",
-            "new",
-            "--kind",
-            kind,
-            "--lang",
-            "go",
-            &project.display().to_string(),
-        ]);
+        let out = plugin_new(&project, "go", kind);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(
