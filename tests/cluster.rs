@@ -3,13 +3,11 @@
 //! process stops, is killed or joins, and never run the flow's once-per-flow duties twice.
 //! Each test starts its own two brokers and its own processes (named by `REFRACT_INSTANCE`).
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// The group's session timeout in these tests (the brokers allow 1 s and up here).
 const SESSION: Duration = Duration::from_secs(3);

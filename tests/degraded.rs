@@ -4,11 +4,9 @@
 //! `/health`, `/status`, `/metrics`, `refract status` and the log say so, and the partition
 //! recovers by itself once the target accepts the record.
 
-mod support;
-
 use rdkafka::admin::{AdminOptions, AlterConfig, ResourceSpecifier};
 
-use support::*;
+use crate::support::*;
 
 /// `n` small records for `partition`, tagged `tag`.
 fn small(tag: &str, partition: i32, n: usize) -> Vec<TestRecord> {
@@ -220,7 +218,7 @@ fn an_oversized_record_degrades_its_partition_only_and_recovers_once_accepted() 
 
 /// `refract status` against the running process.
 fn refract_status(refract: &Refract, addr: &str) -> std::process::Output {
-    support::Refract::output(&[
+    Refract::output(&[
         "status",
         "--config",
         refract.pipeline.to_str().expect("path"),

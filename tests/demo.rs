@@ -1,6 +1,6 @@
 //! `refract demo` runs on its own (in-process mock clusters) and reports matching counts.
 
-mod support;
+use crate::support;
 
 #[test]
 fn demo_mirrors_everything_and_exits_zero() {

@@ -2,13 +2,11 @@
 //! that works names its principal, every way that fails names the cluster and the cause, and on
 //! brokers with an authorizer the documented minimal ACL set is exactly what a flow needs.
 
-mod support;
-
 use std::process::Output;
 use std::time::Instant;
 
-use support::tls::{p12_path, Ca, P12_PASSWORD};
-use support::*;
+use crate::support::tls::{p12_path, Ca, P12_PASSWORD};
+use crate::support::*;
 
 const ACL_TOOL: &str = "org.apache.kafka.tools.AclCommand";
 
@@ -110,7 +108,7 @@ fn guide_transcript(name: &str, out: &str, names: &[(String, String)]) {
     }
     panic!(
         "{}: the check-connect transcript {name} is not what check --connect prints; it prints:\n{want}\n\
-         (REFRACT_BLESS=1 cargo test -p refract --test doctor documented_minimal rewrites it)",
+         (REFRACT_BLESS=1 cargo test -p refract --test integration -- doctor::documented_minimal rewrites it)",
         path.display()
     );
 }

@@ -1,9 +1,7 @@
 //! Bad pipelines and bad plugins are rejected before anything starts, with errors that name the
 //! file, line, key or plugin, and nothing is produced to the target.
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 struct Case {
     name: &'static str,

@@ -7,11 +7,9 @@
 //! reported (log, `/status`, `refract status`, the metric, `refract verify`), and a group whose
 //! position is inside the gap resumes at the first record after it.
 
-mod support;
-
 use std::collections::BTreeMap;
 
-use support::*;
+use crate::support::*;
 
 /// `refract offsets translate` of the running pipeline, with the translation column.
 fn translate(

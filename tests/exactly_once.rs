@@ -2,11 +2,9 @@
 //! or the target, a `read_committed` consumer of the target sees every source record exactly
 //! once, in order per partition. Each test starts its own two brokers (they are killed).
 
-mod support;
-
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::*;
+use crate::support::*;
 
 fn flows(topic: &str, extra: &str) -> String {
     format!(
@@ -96,7 +94,7 @@ fn ten_sigkills_and_read_committed_sees_each_record_once() {
         "10 SIGKILLs, exactly-once: {produced} records, each once for read_committed; {aborted} records of aborted transactions seen only by read_uncommitted"
     );
     // `refract verify` reads the target read_committed: every partition matches its source.
-    let verified = support::Refract::output(&["verify", "--config", &path_str(&refract.pipeline)]);
+    let verified = Refract::output(&["verify", "--config", &path_str(&refract.pipeline)]);
     let report = String::from_utf8_lossy(&verified.stdout);
     assert!(verified.status.success(), "{report}");
     assert_eq!(

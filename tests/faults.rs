@@ -5,11 +5,9 @@
 //! what refract says), how long mirroring took to resume once the broker was back, what
 //! `/health` said during the outage, and how much was logged.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use crate::support::*;
 
 /// What one outage looked like from outside.
 #[derive(Debug)]

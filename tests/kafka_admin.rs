@@ -3,12 +3,10 @@
 //! StandardAuthorizer, offset syncs kept on the target, `auto.offset.reset = "latest"`, and a
 //! flow reset with Kafka's own consumer-group tool.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use refract_mm2::{Checkpoint, OffsetSync};
-use support::*;
 
 fn flow(topics: &[&str], extra: &str) -> String {
     let list: Vec<String> = topics.iter().map(|t| format!("\"{t}\"")).collect();

@@ -4,11 +4,9 @@
 //! topics of a real flow and answers every case of examples/plugins/policy-cases.json. Build the
 //! components first with `examples/plugins/build-all.sh` (`.ci/run` does).
 
-mod support;
-
 use std::path::PathBuf;
 
-use support::*;
+use crate::support::*;
 
 fn example(lang: &str) -> PathBuf {
     example_file(lang, "filter.wasm")

@@ -1,8 +1,6 @@
 //! Live operations against real Apache Kafka brokers: plugins swapped on disk while records flow, a
 //! corrupt plugin rejected, and a pipeline edited while running.
 
-mod support;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,7 +9,7 @@ use std::time::Duration;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
-use support::*;
+use crate::support::*;
 
 /// Produces records keyed 0, 1, 2, … (decimal) round-robin over `partitions` until `stop`.
 fn keep_producing(
@@ -597,7 +595,7 @@ fn metrics_health_status_and_reload_endpoints() {
 }
 
 fn refract_cmd(args: &[&str]) -> std::process::Output {
-    support::Refract::output(args)
+    Refract::output(args)
 }
 
 /// Migration mode: `run --until-caught-up` mirrors everything, verifies and exits 0; the target

@@ -1,14 +1,12 @@
 //! Integration tests: the `refract` binary mirroring between real Apache Kafka brokers through real
 //! WebAssembly policy components.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rdkafka::consumer::Consumer;
 
-use support::*;
+use crate::support::*;
 
 /// Mirrors 3 topics × 4 partitions × 250 records with `policy` and checks the target holds the
 /// same records, per partition, in order, byte for byte, under the names `remote` gives.

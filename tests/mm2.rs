@@ -1,8 +1,6 @@
 //! MirrorMaker 2 parity against real Apache Kafka brokers: offset syncs, checkpoints and offset
 //! translation for failover and failback, group offset sync, heartbeats and topologies.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -10,8 +8,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::support::*;
 use refract_mm2::{Checkpoint, Heartbeat, OffsetSync};
-use support::*;
 
 /// A consumer that starts at `offsets` on `topic` and reads to the end: the records it gets.
 fn resume(broker: &Broker, topic: &str, offsets: &[(i32, i64)]) -> Vec<Vec<TestRecord>> {

@@ -3,16 +3,14 @@
 //! refract reads the offset syncs and checkpoints MM2 writes, and `refract run` on MM2's own
 //! properties file takes over a flow from a stopped MM2 without copying anything again.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use refract_mm2::connect_offsets::default_offsets_topic;
 use refract_mm2::{Checkpoint, Mm2Positions, OffsetSync};
-use support::*;
 
 /// Partitions of every test topic.
 const PARTITIONS: i32 = 3;

@@ -1,9 +1,7 @@
 //! `refract plugin test` runs any plugin on sample input without Kafka and prints JSON lines.
 
-#[path = "support/hostile.rs"]
-mod hostile;
-mod support;
-
+use crate::support;
+use crate::support::hostile;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -1,11 +1,8 @@
 //! Record processors (filters and transforms) on real records through real flows between two
 //! Apache Kafka brokers, with real `.wasm` components: the built-ins and a test transform.
 
-#[path = "support/hostile.rs"]
-mod hostile;
-mod support;
-
-use support::*;
+use crate::support::hostile;
+use crate::support::*;
 
 /// A flow a->b on one 2-partition topic with `processors` (TOML), fed `records`.
 /// Returns the brokers, the running refract, the source topic and the remote topic.

@@ -4,13 +4,11 @@
 //! brokers; and an exception raised in a Python filter or thrown in a JavaScript transform shows
 //! its type and message in `plugin test`, the run log, the dead-letter headers and `/status`.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 const KINDS: [&str; 3] = ["policy", "filter", "transform"];
 
@@ -47,10 +45,16 @@ fn build(project: &Path) -> PathBuf {
         .file_name()
         .and_then(|n| n.to_str())
         .expect("project name");
-    // Rust projects share one target folder, so the SDK's dependencies compile once.
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scaffold-rust");
+    // Rust projects build in the target folder of the guest plugins `refract-plugin` built (the
+    // same SDK, profile and lock file): the SDK and its dependencies are not compiled again, and
+    // CI's disk holds one copy of them.
+    let guests = refract_plugin::guest_dir();
+    let target = guests
+        .ancestors()
+        .nth(2)
+        .expect("the guest folder is <target>/wasm32-wasip2/release");
     let out = Command::new(project.join("build.sh"))
-        .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_TARGET_DIR", target)
         .output()
         .expect("run build.sh");
     assert!(

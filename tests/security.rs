@@ -2,10 +2,8 @@
 //! SCRAM and OAUTHBEARER) with certificates and users each test creates, and secrets kept out of
 //! everything refract prints.
 
-mod support;
-
-use support::tls::{https, p12_path, Ca, Issued, P12_PASSWORD};
-use support::*;
+use crate::support::tls::{https, p12_path, Ca, Issued, P12_PASSWORD};
+use crate::support::*;
 
 /// A CA, one broker certificate (for 127.0.0.1 and localhost) and one client certificate (CN
 /// `mirror`).

@@ -2,11 +2,9 @@
 //! on the target is reported for exactly its partition, and filters and flow names select what
 //! is compared.
 
-mod support;
-
 use std::process::Output;
 
-use support::*;
+use crate::support::*;
 
 /// Fast discovery so the mirror starts within a second; heartbeats stay on (verify leaves their
 /// topics out unless named).

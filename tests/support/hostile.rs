@@ -2,9 +2,7 @@
 //! filter `plugins/testing/python/build.sh` builds, and the multi-memory WAT component compiled
 //! here. The Rust one, `hostile.wasm`, is built with the other guests (`Refract::guest`).
 //!
-//! Only `plugin_cli.rs` and `processors.rs` use these, and each uses all of them: they include
-//! this file themselves (`#[path = "support/hostile.rs"] mod hostile;`), so the other test
-//! binaries do not compile it (where it would be dead code).
+//! `plugin_cli` and `processors` use them.
 
 use std::path::{Path, PathBuf};
 

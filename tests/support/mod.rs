@@ -2,12 +2,11 @@
 //! brokers, records, waits, pipelines, TLS), re-exported here, with the one thing only these
 //! tests have: the `refract` binary cargo built for them and the guest plugins beside it.
 //!
-//! Every test binary compiles this module, so it holds nothing a binary could leave unused: each
-//! one runs refract through [`Refract`]. What only some binaries need lives in the test kit (a
-//! library, whose items are never dead code) or in a file of its own that only those binaries
-//! include (`hostile.rs`).
+//! `hostile` holds the hostile test plugins the sandbox tests build themselves.
 
 use std::path::PathBuf;
+
+pub mod hostile;
 
 pub use refract_testkit::*;
 
