@@ -9,8 +9,8 @@ package main
 // The policy itself is in the package's other file (policy.go), which defines what this file
 // calls: pluginName, pluginVersion, initPolicy, `current` and its methods (formatRemoteTopic,
 // topicSource, upstreamTopic, isInternalTopic, heartbeatsTopic, offsetSyncsTopic,
-// checkpointsTopic), and the types option and pluginError. Changing the policy needs no change
-// here.
+// checkpointsTopic). This file holds the types it lifts and lowers (option, pluginError) and two
+// helpers for config errors (invalid, tomlType). Changing the policy needs no change here.
 //
 // Canonical ABI facts used here (wasm32): a string is (ptr, len) of UTF-8; a list<T> is
 // (ptr, count) of elements laid out back to back; a function whose results flatten to more than
@@ -37,6 +37,7 @@ package main
 //     instantiated, before the host calls any export.
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"unsafe"
@@ -380,3 +381,52 @@ func postCheckpointsTopic(uint32) { postReturn() }
 
 // main is never run in a -buildmode=c-shared module; `_initialize` runs the package inits.
 func main() {}
+
+// ---- the types this file lifts and lowers, and config-error helpers ---------------------------
+
+// option is WIT's option<string>.
+type option struct {
+	some  bool
+	value string
+}
+
+func some(s string) option { return option{true, s} }
+
+// errorKind is a case of refract:plugin/types.plugin-error, in WIT order.
+type errorKind uint32
+
+const (
+	invalidConfig errorKind = iota
+	unsupported
+	failed
+)
+
+type pluginError struct {
+	kind    errorKind
+	message string
+}
+
+// invalid is an invalid-config error with a formatted message.
+func invalid(format string, args ...any) *pluginError {
+	return &pluginError{invalidConfig, fmt.Sprintf(format, args...)}
+}
+
+// tomlType names a decoded TOML value's type the way the Rust SDK's messages do.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case []any, []map[string]any:
+		return "array"
+	case map[string]any:
+		return "table"
+	default:
+		return "datetime"
+	}
+}

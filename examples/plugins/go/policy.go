@@ -44,31 +44,6 @@ type policy struct {
 // current is the policy init configured (the defaults until then).
 var current = policy{separator: defaultSeparator, internalSeparator: defaultSeparator}
 
-type option struct {
-	some  bool
-	value string
-}
-
-func some(s string) option { return option{true, s} }
-
-type errorKind uint32
-
-// The cases of refract:plugin/types.plugin-error, in WIT order.
-const (
-	invalidConfig errorKind = iota
-	unsupported
-	failed
-)
-
-type pluginError struct {
-	kind    errorKind
-	message string
-}
-
-func invalid(format string, args ...any) *pluginError {
-	return &pluginError{invalidConfig, fmt.Sprintf(format, args...)}
-}
-
 // initPolicy reads the config and, if it is valid, makes it the current policy.
 func initPolicy(config string) *pluginError {
 	var table map[string]any
@@ -137,26 +112,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// tomlType names a decoded TOML value's type the way the Rust SDK's messages do.
-func tomlType(v any) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case int64:
-		return "integer"
-	case float64:
-		return "float"
-	case bool:
-		return "boolean"
-	case []any, []map[string]any:
-		return "array"
-	case map[string]any:
-		return "table"
-	default:
-		return "datetime"
-	}
 }
 
 func looksLikeHeartbeat(topic string) bool { return strings.HasSuffix(topic, heartbeatsTopic) }
