@@ -180,7 +180,8 @@ fn file_stamps(files: &[PathBuf]) -> Vec<Option<(std::time::SystemTime, u64)>> {
 }
 
 /// The plugin runtime every command uses: default limits, and compiled components cached on
-/// disk (`REFRACT_CACHE_DIR`, default `~/.cache/refract/components`; `off` disables it).
+/// disk (`REFRACT_CACHE_DIR`, default `~/.cache/refract/components`; `off` disables it), at
+/// most `REFRACT_CACHE_MAX_MIB` of them (default 1024).
 pub(crate) fn plugin_runtime() -> Result<Arc<PluginRuntime>> {
     Ok(PluginRuntime::with_cache(
         PluginLimits::default(),

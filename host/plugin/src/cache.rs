@@ -7,10 +7,15 @@
 //! only when its directory belongs to the user running refract and nobody else can write to it.
 //! A file that fails to load (a different wasmtime, a truncated write) is compiled again and
 //! replaced; any other cache failure only costs the compile it would have saved.
+//!
+//! The cache is bounded: past `$REFRACT_CACHE_MAX_MIB` (1024 MiB by default) the least recently
+//! used artefacts are removed after each store, so hot swaps and plugin builds that each bring new
+//! bytes do not fill the disk (a Python component compiles to 37 MB).
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -18,6 +23,27 @@ use wasmtime::Engine;
 
 /// Environment variable naming the cache directory; `off` disables the cache.
 pub const CACHE_DIR_ENV: &str = "REFRACT_CACHE_DIR";
+
+/// Environment variable bounding the cache's size, in MiB.
+pub const CACHE_MAX_MIB_ENV: &str = "REFRACT_CACHE_MAX_MIB";
+
+/// The cache's size bound unless `$REFRACT_CACHE_MAX_MIB` says otherwise.
+const DEFAULT_MAX_MIB: u64 = 1024;
+
+/// The cache's size bound in bytes: `$REFRACT_CACHE_MAX_MIB` when it is a whole number of MiB,
+/// else the default (with a warning when it is set but not a number).
+fn max_bytes_from_env() -> u64 {
+    let mib = match std::env::var(CACHE_MAX_MIB_ENV) {
+        Ok(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
+            tracing::warn!(
+                "{CACHE_MAX_MIB_ENV}={v:?} is not a whole number of MiB; using {DEFAULT_MAX_MIB}"
+            );
+            DEFAULT_MAX_MIB
+        }),
+        Err(_) => DEFAULT_MAX_MIB,
+    };
+    mib.saturating_mul(1 << 20)
+}
 
 /// The cache directory refract uses unless told otherwise: `$REFRACT_CACHE_DIR` (`off` for
 /// none), else `$XDG_CACHE_HOME/refract/components`, else `$HOME/.cache/refract/components`.
@@ -41,6 +67,8 @@ pub(crate) struct CompileCache {
     engine_key: [u8; 8],
     /// The user this process writes files as (what every artefact's owner must be).
     owner: u32,
+    /// Past this many bytes of artefacts, the least recently used are removed.
+    max_bytes: u64,
 }
 
 /// What a lookup did, for logs and tests.
@@ -84,6 +112,7 @@ impl CompileCache {
             dir: dir.to_path_buf(),
             engine_key: hasher.finish().to_le_bytes(),
             owner,
+            max_bytes: max_bytes_from_env(),
         })
     }
 
@@ -124,6 +153,7 @@ impl CompileCache {
             match loaded {
                 Ok(component) => {
                     tracing::debug!(plugin, "loaded compiled plugin from {}", path.display());
+                    touch(&path);
                     return Ok((component, CacheUse::Hit));
                 }
                 Err(e) => {
@@ -137,7 +167,10 @@ impl CompileCache {
             .map_err(|e| e.to_string())
             .and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| e.to_string()))
         {
-            Ok(()) => CacheUse::Stored,
+            Ok(()) => {
+                self.prune(&path);
+                CacheUse::Stored
+            }
             Err(e) => {
                 tracing::warn!(
                     plugin,
@@ -148,6 +181,66 @@ impl CompileCache {
             }
         };
         Ok((component, used))
+    }
+
+    /// Removes the least recently used artefacts (oldest modification time: a load touches its
+    /// file) until the rest fit in `max_bytes`; `keep`, the one just stored, stays.
+    fn prune(&self, keep: &Path) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut artefacts: Vec<(SystemTime, u64, PathBuf)> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let path = entry.path();
+                if path.extension().is_none_or(|e| e != "cwasm") {
+                    return None;
+                }
+                let meta = entry.metadata().ok().filter(|m| m.is_file())?;
+                Some((meta.modified().unwrap_or(UNIX_EPOCH), meta.len(), path))
+            })
+            .collect();
+        let mut total: u64 = artefacts.iter().map(|(_, len, _)| len).sum();
+        if total <= self.max_bytes {
+            return;
+        }
+        artefacts.sort();
+        let (mut removed, mut freed) = (0usize, 0u64);
+        for (_, len, path) in artefacts {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path == keep {
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    total -= len;
+                    removed += 1;
+                    freed += len;
+                }
+                Err(e) => tracing::debug!("cannot remove {}: {e}", path.display()),
+            }
+        }
+        if removed > 0 {
+            tracing::info!(
+                "plugin compile cache {}: removed {removed} least recently used artefact(s) ({} MiB) to stay within {} MiB",
+                self.dir.display(),
+                freed >> 20,
+                self.max_bytes >> 20
+            );
+        }
+    }
+}
+
+/// Marks an artefact as just used (its modification time), for [`CompileCache::prune`].
+fn touch(path: &Path) {
+    let touched = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(SystemTime::now()));
+    if let Err(e) = touched {
+        tracing::debug!("cannot mark {} as used: {e}", path.display());
     }
 }
 
@@ -263,6 +356,58 @@ mod tests {
         // Other bytes, another key.
         let other = builtin_bytes("builtin:default").unwrap();
         assert_ne!(cache.path_for(other), path);
+    }
+
+    #[test]
+    fn keeps_within_its_bound_by_removing_the_least_recently_used() {
+        let engine = engine();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = CompileCache::open(dir.path(), &engine).expect("private dir");
+        let wasms = ["builtin:identity", "builtin:default", "builtin:filter"]
+            .map(|name| builtin_bytes(name).unwrap());
+        let load = |cache: &CompileCache, wasm: &[u8]| {
+            let (_, used) = cache
+                .load_or_compile(&engine, wasm, "p", || Component::from_binary(&engine, wasm))
+                .unwrap();
+            used
+        };
+        for wasm in &wasms[..2] {
+            assert_eq!(load(&cache, wasm), CacheUse::Stored);
+        }
+        let [a, b, c] = wasms.map(|w| cache.path_for(w));
+        // a and b in the past, b more recently; then loading a makes it the most recent.
+        let ago = |secs| SystemTime::now() - std::time::Duration::from_secs(secs);
+        for (path, when) in [(&a, ago(60)), (&b, ago(30))] {
+            let file = std::fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(when).unwrap();
+        }
+        assert_eq!(load(&cache, wasms[0]), CacheUse::Hit);
+        // Room for two artefacts of these sizes, not three: storing c removes b, not a.
+        let len = |p: &PathBuf| std::fs::metadata(p).unwrap().len();
+        let c_len = {
+            let bytes = Component::from_binary(&engine, wasms[2])
+                .unwrap()
+                .serialize()
+                .unwrap();
+            bytes.len() as u64
+        };
+        cache.max_bytes = len(&a) + c_len;
+        assert_eq!(load(&cache, wasms[2]), CacheUse::Stored);
+        assert!(
+            a.is_file() && c.is_file(),
+            "the recently used and the new one stay"
+        );
+        assert!(!b.is_file(), "the least recently used is removed");
+        // A bound smaller than one artefact keeps the one just stored.
+        cache.max_bytes = 0;
+        assert_eq!(load(&cache, wasms[1]), CacheUse::Stored);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .collect();
+        assert_eq!(left, [b]);
     }
 
     #[cfg(unix)]
