@@ -371,3 +371,64 @@ fn existing_remote_topic_with_fewer_partitions() {
     );
     assert_eq!(refract.stop(), Some(0));
 }
+
+/// A replication policy that maps a data topic onto Schema Registry's `_schemas` has that topic
+/// refused, with an error naming the flow, the plugin, the source topic, the remote name and whose
+/// topic it is; nothing is written to `_schemas` and the flow's other topics are mirrored. One
+/// that names the checkpoints topic after Kafka Connect's offsets topic never starts the flow.
+#[test]
+fn policy_names_onto_reserved_topics_are_refused() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let hijacked = unique("hijacked");
+    let plain = unique("plain");
+    for t in [&hijacked, &plain] {
+        a.create_topic(t, 1);
+        a.produce(t, &sample_records(t, 1, 5));
+    }
+    let policy = Refract::guest("misbehaving_policy.wasm");
+    let flow = |config: &str| {
+        format!(
+            "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{hijacked}\", \"{plain}\"]\nrefresh_topics_interval = \"1s\"\npolicy = {{ plugin = \"{}\", config = {{ {config} }} }}\n",
+            policy.display()
+        )
+    };
+    let clusters = [("a", a), ("b", b)];
+    let mut refract = Refract::start(
+        &pipeline(
+            &clusters,
+            &flow(&format!(
+                "remote_topic = \"_schemas\", remote_topic_of = \"{hijacked}\""
+            )),
+        ),
+        &[],
+    );
+    refract.wait("the plain topic mirrored", || {
+        b.counts(&format!("a.{plain}")).iter().sum::<i64>() == 5
+    });
+    let refusal = format!("not mirroring {hijacked}: flow a->b: the replication policy {} names the remote topic of source topic {hijacked} `_schemas` on cluster b, which is Schema Registry's topic (`_schemas`)", policy.display());
+    refract.wait("the refusal logged", || refract.log().contains(&refusal));
+    assert!(
+        !b.topics().contains_key("_schemas"),
+        "_schemas created on b"
+    );
+    assert_eq!(refract.stop(), Some(0));
+
+    let plain_too = unique("plain");
+    a.create_topic(&plain_too, 1);
+    a.produce(&plain_too, &sample_records(&plain_too, 1, 5));
+    let flows = flow("checkpoints_topic = \"connect-offsets\"")
+        .replace(&format!("\"{plain}\""), &format!("\"{plain_too}\""));
+    let mut refract = Refract::start(&pipeline(&clusters, &flows), &[]);
+    refract.wait("the refusal logged", || {
+        let log = refract.log();
+        log.contains("names the checkpoints topic `connect-offsets` on cluster b, which is one of Kafka Connect's topics")
+    });
+    assert_eq!(
+        b.counts(&format!("a.{plain_too}")).iter().sum::<i64>(),
+        0,
+        "the flow did not start"
+    );
+    assert!(!b.topics().contains_key("connect-offsets"));
+    refract.stop();
+}

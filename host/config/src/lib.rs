@@ -14,6 +14,7 @@ pub mod names;
 mod oidc;
 mod properties;
 mod raw;
+mod reserved;
 mod rules;
 mod secrets;
 mod task;
@@ -32,10 +33,11 @@ pub use mm2::{convert_mm2_properties, Mm2Conversion};
 pub use model::{ClientRole, Cluster, ClusterMode, Endpoint, EndpointTls, Pipeline, ReloadAccess};
 pub use names::{FlowId, Side};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
+pub use reserved::{internal_topic_reason, FlowTopics, ReservedTopic};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
 pub use secrets::{is_sensitive_key, REDACTED};
 pub use task::{task_of, TaskId};
 pub use topics::{
-    internal_topic_reason, PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE,
-    DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS_EXCLUDE,
+    PatternList, TopicFilter, DEFAULT_CONFIG_PROPERTIES_EXCLUDE, DEFAULT_GROUPS_EXCLUDE,
+    DEFAULT_TOPICS_EXCLUDE,
 };

@@ -16,27 +16,6 @@ pub const DEFAULT_CONFIG_PROPERTIES_EXCLUDE: &[&str] = &[
     "min\\.insync\\.replicas",
 ];
 
-/// Why `name` is reserved for Kafka, MirrorMaker 2 or refract itself and must never receive a
-/// plugin's output, or `None` when a plugin may route records there. This is the one list of
-/// reserved names: Kafka's own topics (`__consumer_offsets`, `__transaction_state`, anything
-/// starting with `__` or `.`), every internal topic of MirrorMaker 2 and refract (they end with
-/// `.internal` or `-internal`: offset syncs, checkpoints, `mm2-offsets.*`, `mm2-configs.*`,
-/// `mm2-status.*`, refract's dead-letter and tasks topics), and heartbeats topics (`heartbeats`
-/// and its remote copies, `<alias>.heartbeats`).
-pub fn internal_topic_reason(name: &str) -> Option<&'static str> {
-    if name.starts_with("__") {
-        Some("names starting with `__` are Kafka's internal topics")
-    } else if name.starts_with('.') {
-        Some("names starting with `.` are internal topics")
-    } else if name.ends_with(".internal") || name.ends_with("-internal") {
-        Some("names ending with `.internal` or `-internal` are the internal topics of MirrorMaker 2 and refract (offset syncs, checkpoints, Connect offsets, dead letters, tasks)")
-    } else if name == "heartbeats" || name.ends_with(".heartbeats") {
-        Some("heartbeats topics are written by the mirror itself")
-    } else {
-        None
-    }
-}
-
 /// A list of full-match regexes with MirrorMaker 2's semantics: the entries are joined with `|`
 /// and must match the whole name; an empty list matches nothing.
 #[derive(Debug, Clone)]
@@ -173,35 +152,5 @@ mod tests {
     fn bad_regex_names_its_index() {
         let err = PatternList::new(vec!["ok".into(), "(".into()]).unwrap_err();
         assert_eq!(err, (1, "unclosed group".to_string()));
-    }
-
-    #[test]
-    fn internal_topics_are_reserved() {
-        for name in [
-            "mm2-offset-syncs.b.internal",
-            "a.checkpoints.internal",
-            "mm2-offsets.a.internal",
-            "mm2-configs.a.internal",
-            "mm2-status.a.internal",
-            "refract.dlq.a.internal",
-            "refract-tasks.a-b.internal",
-            "app-internal",
-            "__consumer_offsets",
-            "__transaction_state",
-            ".hidden",
-            "heartbeats",
-            "a.heartbeats",
-        ] {
-            assert!(internal_topic_reason(name).is_some(), "{name}");
-        }
-        for name in [
-            "orders",
-            "a.orders",
-            "internal.orders",
-            "heartbeats-app",
-            "x_internal",
-        ] {
-            assert_eq!(internal_topic_reason(name), None, "{name}");
-        }
     }
 }

@@ -150,15 +150,13 @@ impl CheckpointRunner {
             *lock(&self.plugin) = p;
         }
         let mut policy = ReplicationPolicy::new(lock(&self.plugin).clone());
-        let (syncs_cluster, syncs_topic) = match self.flow.offset_syncs.location {
-            OffsetSyncsLocation::Source => {
-                (&self.source, policy.offset_syncs_topic(&self.target.alias)?)
-            }
-            OffsetSyncsLocation::Target => {
-                (&self.target, policy.offset_syncs_topic(&self.source.alias)?)
-            }
+        // Named and checked as the flow's task does: never onto someone else's topic.
+        let own = crate::planner::OwnTopics::name(&self.flow, &mut policy)?;
+        let (syncs_topic, checkpoints_topic) = (own.offset_syncs, own.checkpoints);
+        let syncs_cluster = match self.flow.offset_syncs.location {
+            OffsetSyncsLocation::Source => &self.source,
+            OffsetSyncsLocation::Target => &self.target,
         };
-        let checkpoints_topic = policy.checkpoints_topic(&self.source.alias)?;
         let clients = self.connect(syncs_cluster)?;
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
         let syncs_on_source = syncs_cluster.alias == self.source.alias;

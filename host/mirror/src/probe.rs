@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::planner::{OwnTopics, OwnTopicsError};
+
 use refract_plugin::{
     topic_name_problem, BatchView, Header, KafkaRecord, Outcome, Processor, RecordBatch,
     ReplicationPolicy,
@@ -129,6 +131,13 @@ fn probe_policy(p: &PreparedFlow, report: &mut ProbeReport) {
                 problems += 1;
                 report.problems.push(fail(format!("{e}")));
             }
+        }
+    }
+    // The same check a flow makes before it starts: its own topics are nobody else's.
+    if problems == 0 {
+        if let Err(OwnTopicsError::Refused(e)) = OwnTopics::name(&p.flow, &mut policy) {
+            problems += 1;
+            report.problems.push(e.to_string());
         }
     }
     if problems == 0 {

@@ -19,7 +19,7 @@ use refract_kafka::clients::{
 use refract_kafka::coordinator;
 
 use crate::degraded::PartitionHealth;
-use crate::planner::{Route, Skip, TopicPlan};
+use crate::planner::{NameProblem, Named, RefusedName, Route, Skip, TopicPlan};
 use crate::progress::PartitionProgress;
 use crate::series::RefractSeries;
 use crate::takeover::Mm2Takeover;
@@ -67,6 +67,17 @@ impl Run<'_> {
                         self.policy.plugin().name(),
                         runner.flow.target
                     );
+                    error!(flow = %name, "{message}");
+                    lock(&runner.status).last_error = Some(message);
+                }
+                Skip::Reserved { remote, owner } => {
+                    let named = Named::Remote {
+                        source_topic: topic.clone(),
+                    };
+                    let problem = NameProblem::Reserved(*owner);
+                    let refused =
+                        RefusedName::new(&runner.flow, &self.policy, named, remote, problem);
+                    let message = format!("not mirroring {topic}: {refused}");
                     error!(flow = %name, "{message}");
                     lock(&runner.status).last_error = Some(message);
                 }

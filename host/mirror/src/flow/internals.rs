@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::BaseConsumer;
@@ -15,7 +15,6 @@ use rdkafka::producer::BaseRecord;
 use tracing::{debug, info, warn};
 
 use refract_config::{OffsetSyncsLocation, OffsetTranslation};
-use refract_plugin::ReplicationPolicy;
 
 use crate::acls;
 
@@ -26,7 +25,7 @@ use refract_mm2::{Heartbeat, OffsetSync, OffsetSyncWriter};
 /// An offset sync and, from an exact writer, the upstream offset of the sync before it in its
 /// chain (`Some(None)`: the chain's first): the value of its `refract.sync.previous` header.
 pub(super) type ChainedSync = (OffsetSync, Option<Option<i64>>);
-use crate::planner::TopicPlan;
+use crate::planner::{OwnTopics, TopicPlan};
 use crate::topic_configs;
 
 use super::delivery::{Clients, Sent};
@@ -63,24 +62,15 @@ pub(super) struct Internals {
 }
 
 impl Internals {
-    /// Names and creates the MM2 internal topics this flow writes: the offset-syncs topic (on the
-    /// source or the target) and `heartbeats` on the target (and on the source for the reverse
-    /// pair). A broker that refuses to create them only costs a warning.
-    pub(super) fn create(
-        runner: &FlowRunner,
-        clients: &Clients,
-        policy: &mut ReplicationPolicy,
-    ) -> Result<Self> {
+    /// Creates the MM2 internal topics this flow writes, as its policy named them (`own`): the
+    /// offset-syncs topic (on the source or the target) and `heartbeats` on the target (and on
+    /// the source for the reverse pair). A broker that refuses to create them only costs a
+    /// warning.
+    pub(super) fn create(runner: &FlowRunner, clients: &Clients, own: &OwnTopics) -> Result<Self> {
         let (flow, source, target) = (&runner.flow, &runner.source, &runner.target);
         let name = flow.name();
-        let sync_topic = match flow.offset_syncs.location {
-            OffsetSyncsLocation::Source => policy.offset_syncs_topic(&target.alias),
-            OffsetSyncsLocation::Target => policy.offset_syncs_topic(&source.alias),
-        }
-        .with_context(|| format!("flow {name}: naming the offset-syncs topic"))?;
-        let heartbeats_topic = policy
-            .heartbeats_topic()
-            .with_context(|| format!("flow {name}: naming the heartbeats topic"))?;
+        let sync_topic = own.offset_syncs.clone();
+        let heartbeats_topic = own.heartbeats.clone();
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
         let rf = flow.internal_replication_factor;
         type Wanted<'a> = (

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rdkafka::producer::Producer;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use refract_config::Side;
 use refract_kafka::clients::REQUEST_TIMEOUT;
@@ -20,7 +20,7 @@ use refract_kafka::source_queue::SourceQueue;
 use refract_plugin::ReplicationPolicy;
 
 use crate::chain::Chain;
-use crate::planner::{TopicPlan, TopicPlanner};
+use crate::planner::{OwnTopics, TopicPlan, TopicPlanner};
 use crate::series::FlowState;
 
 use super::delivery::{Clients, Progress};
@@ -122,7 +122,12 @@ impl<'r> Run<'r> {
                 runner.chain_of(&set),
             )
         };
-        let internals = match Internals::create(runner, &clients, &mut policy) {
+        // A policy that names the flow's own topics after someone else's never starts it.
+        let own = match OwnTopics::name(&runner.flow, &mut policy) {
+            Ok(own) => own,
+            Err(e) => return Err(delivery.failed(runner, &clients, e.into())),
+        };
+        let internals = match Internals::create(runner, &clients, &own) {
             Ok(internals) => internals,
             Err(e) => return Err(delivery.failed(runner, &clients, e)),
         };
@@ -136,7 +141,7 @@ impl<'r> Run<'r> {
             delivery,
             policy,
             chain,
-            planner: TopicPlanner::new(&runner.flow),
+            planner: TopicPlanner::new(&runner.flow).own_topics(&own),
             plan: TopicPlan::default(),
             fatal_streak: 0,
             replace_after: None,
@@ -205,10 +210,23 @@ impl<'r> Run<'r> {
         self.delivery.failed(self.runner, &self.clients, e)
     }
 
-    /// Switches to plugins handed in by [`FlowRunner::swap_plugins`], between two batches.
+    /// Switches to plugins handed in by [`FlowRunner::swap_plugins`], between two batches. A
+    /// set whose policy names the flow's own topics after someone else's is refused (logged and
+    /// shown as the flow's last error); the plugins in use keep running.
     fn take_swapped_plugins(&mut self) {
         if let Some(set) = lock(&self.runner.pending_swap).take() {
-            self.policy = ReplicationPolicy::new(set.policy.clone());
+            let mut policy = ReplicationPolicy::new(set.policy.clone());
+            let own = match OwnTopics::name(&self.runner.flow, &mut policy) {
+                Ok(own) => own,
+                Err(e) => {
+                    let message = format!("{e}; the new plugins are not swapped in, the flow keeps running with those in use");
+                    error!(flow = %self.name, "{message}");
+                    lock(&self.runner.status).last_error = Some(message);
+                    return;
+                }
+            };
+            self.policy = policy;
+            self.planner = self.planner.clone().own_topics(&own);
             self.chain = self.runner.chain_of(&set);
             let names: Vec<String> = std::iter::once(set.policy.name().to_string())
                 .chain(set.processors.iter().map(|(p, _)| p.name().to_string()))

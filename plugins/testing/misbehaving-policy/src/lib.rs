@@ -1,6 +1,9 @@
 //! A replication policy that misbehaves on purpose, so tests can check the host stops it.
 //! Config (TOML): `panic_in`, `loop_in` or `grow_in` = "init" | "format"; otherwise it names
-//! topics like the default policy.
+//! topics like the default policy, except that `remote_topic` names every remote topic (a
+//! policy that maps data onto a topic of its choice), `remote_topic_of` restricts that to one
+//! source topic, and `checkpoints_topic` / `offset_syncs_topic` replace the names of those
+//! internal topics (for any cluster).
 
 use std::cell::RefCell;
 
@@ -12,6 +15,18 @@ use refract::plugin::types::{PluginError, PluginInfo};
 
 thread_local! {
     static MODE: RefCell<(String, String)> = const { RefCell::new((String::new(), String::new())) };
+    /// The naming keys of the config (`remote_topic`, `checkpoints_topic`, ...) and their values.
+    static NAMES: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The value of the naming key `key`, when the config sets it.
+fn named(key: &str) -> Option<String> {
+    NAMES.with(|n| {
+        n.borrow()
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    })
 }
 
 fn misbehave(at: &str) {
@@ -53,8 +68,15 @@ impl Lifecycle for Misbehaving {
             let Some((key, value)) = line.split_once('=') else {
                 continue;
             };
-            let value = value.trim().trim_matches('"').to_string();
-            MODE.with(|m| *m.borrow_mut() = (key.trim().to_string(), value));
+            let (key, value) = (
+                key.trim().to_string(),
+                value.trim().trim_matches('"').to_string(),
+            );
+            if matches!(key.as_str(), "panic_in" | "loop_in" | "grow_in") {
+                MODE.with(|m| *m.borrow_mut() = (key, value));
+            } else {
+                NAMES.with(|n| n.borrow_mut().push((key, value)));
+            }
         }
         misbehave("init");
         Ok(())
@@ -67,9 +89,13 @@ impl Policy for Misbehaving {
         topics: Vec<String>,
     ) -> Result<Vec<String>, PluginError> {
         misbehave("format");
+        let only = named("remote_topic_of");
         Ok(topics
             .into_iter()
-            .map(|t| format!("{source}.{t}"))
+            .map(|t| match named("remote_topic") {
+                Some(remote) if only.as_ref().is_none_or(|o| *o == t) => remote,
+                _ => format!("{source}.{t}"),
+            })
             .collect())
     }
     fn topic_sources(topics: Vec<String>) -> Result<Vec<Option<String>>, PluginError> {
@@ -94,10 +120,11 @@ impl Policy for Misbehaving {
         "heartbeats".into()
     }
     fn offset_syncs_topic(cluster: String) -> String {
-        format!("mm2-offset-syncs.{cluster}.internal")
+        named("offset_syncs_topic")
+            .unwrap_or_else(|| format!("mm2-offset-syncs.{cluster}.internal"))
     }
     fn checkpoints_topic(cluster: String) -> String {
-        format!("{cluster}.checkpoints.internal")
+        named("checkpoints_topic").unwrap_or_else(|| format!("{cluster}.checkpoints.internal"))
     }
 }
 
