@@ -3,10 +3,10 @@
 //!
 //! | request | success | failure |
 //! |---|---|---|
-//! | `GET /metrics` | 200 `text/plain; version=0.0.4` | |
+//! | `GET /metrics` | 200 `text/plain; version=0.0.4` | 503 with `Retry-After` (handlers busy) |
 //! | `GET /health` | 200 | 503 (unhealthy) |
 //! | `POST /reload` | 200 | 401 (token missing or wrong), 404 (`reload = false`), 409 (rejected, old config kept; or a reload already running) |
-//! | `GET /status` | 200 `application/json` | |
+//! | `GET /status` | 200 `application/json` | 503 with `Retry-After` (handlers busy) |
 //!
 //! Any other path is 404, another method on a known path 405, a request from a browser page of
 //! another origin (an `Origin` header that is not this endpoint) or for a host name not allowed
@@ -22,12 +22,22 @@
 //!   sending its request or receiving its response; only when every connection is being
 //!   answered is the newcomer closed unanswered. Idle and slow clients therefore never keep
 //!   a probe out.
-//! - Handlers run on a small blocking pool with [`HANDLER_TIMEOUT`] (a reload on a thread of
-//!   its own, one at a time, with [`RELOAD_TIMEOUT`]); the response must be written within
-//!   [`WRITE_TIMEOUT`].
+//! - `/health` is answered on the endpoint's own thread from the health a thread of its own
+//!   reads every [`HEALTH_REFRESH`] (`health.rs`): it waits for no handler thread, no queue and
+//!   no lock a reload holds.
+//! - `/metrics` and `/status` run on [`HANDLER_THREADS`] threads behind a queue of at most
+//!   [`HANDLER_QUEUE`] requests (`pool.rs`), with [`HANDLER_TIMEOUT`]; a request that finds the
+//!   queue full is answered 503 with `Retry-After` at once, and a queued one whose client is
+//!   gone never runs. A reload runs on a thread of its own, one at a time, with
+//!   [`RELOAD_TIMEOUT`]. So at most `HANDLER_THREADS + HANDLER_QUEUE + 1` connections are being
+//!   answered at once, and the rest of [`MAX_CONNECTIONS`] ([`PROBE_SLOTS`]) can always be
+//!   freed for a probe by the eviction above.
+//! - The response must be written within [`WRITE_TIMEOUT`].
 
 mod access;
 mod connections;
+mod health;
+mod pool;
 mod tls;
 
 use std::convert::Infallible;
@@ -48,13 +58,17 @@ use tokio::sync::oneshot;
 
 use access::Access;
 use connections::{Connection, Connections, Phase};
+use health::Health;
+pub use health::HEALTH_REFRESH;
+use pool::Pool;
 pub use tls::TlsFiles;
 
 /// Largest accepted request head, and largest accepted body.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// Time a client has to send its whole request (with TLS, the handshake too).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// Time `/metrics`, `/health` and `/status` have to answer.
+/// Time `/metrics` and `/status` have to answer, waiting in the queue included; a health
+/// reading older than this is not trusted.
 pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time a reload has to finish before `POST /reload` answers 503 (the reload goes on; the log
 /// and `/status` tell how it ended).
@@ -63,8 +77,16 @@ pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections open at once; one more evicts the oldest idle or slow one.
 pub const MAX_CONNECTIONS: usize = 512;
-/// Threads answering `/metrics`, `/health` and `/status` at once.
-const HANDLER_THREADS: usize = 4;
+/// Threads answering `/metrics` and `/status` at once.
+pub const HANDLER_THREADS: usize = 4;
+/// `/metrics` and `/status` requests that may wait for a handler thread; one more is 503.
+pub const HANDLER_QUEUE: usize = 16;
+/// Connections that are never being answered at once, so the eviction can always free one for
+/// a probe: all but the handler threads, their queue and the one reload.
+pub const PROBE_SLOTS: usize = MAX_CONNECTIONS - (HANDLER_THREADS + HANDLER_QUEUE + 1);
+const _: () = assert!(PROBE_SLOTS >= MAX_CONNECTIONS / 2);
+/// What a 503 from a full queue asks the client to wait, in seconds.
+const RETRY_AFTER: &str = "1";
 
 /// What the endpoints answer; implemented by the process that owns the mirror. Every method is
 /// called on a thread of the endpoint's, never on the mirror's.
@@ -195,6 +217,10 @@ impl Drop for Server {
 /// What every connection of one server shares.
 struct Shared {
     handler: Arc<dyn Endpoints>,
+    /// The last health reading, kept fresh by a thread of its own.
+    health: Health,
+    /// The threads and queue of `/metrics` and `/status`.
+    pool: Pool,
     access: Access,
     connections: Connections,
     /// A reload is running (they run one at a time).
@@ -231,12 +257,13 @@ pub fn serve(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
-        .max_blocking_threads(HANDLER_THREADS)
-        .thread_name("refract-http-handler")
         .build()
         .map_err(start_error)?;
     let https = tls.is_some();
     let shared = Arc::new(Shared {
+        health: Health::start(Arc::clone(&handler)).map_err(start_error)?,
+        pool: Pool::start("refract-http-handler", HANDLER_THREADS, HANDLER_QUEUE)
+            .map_err(start_error)?,
         handler,
         access: Access::new(&options, https),
         connections: Connections::new(MAX_CONNECTIONS),
@@ -247,7 +274,8 @@ pub fn serve(
         .name("refract-http".into())
         .spawn(move || {
             runtime.block_on(accept_loop(listener, shared, tls, stopped));
-            // Handlers still running (a stuck one) are not waited for.
+            // Dropping the connections' tasks drops the handler threads and the health reader,
+            // which are waited for briefly (a stuck handler is not).
             runtime.shutdown_background();
         })
         .map_err(start_error)?;
@@ -446,39 +474,38 @@ async fn route(
         return refused.response();
     }
     let handler = Arc::clone(&shared.handler);
-    if endpoint == Endpoint::Reload {
-        connection.enter(Phase::Handling, RELOAD_TIMEOUT);
-        return reload(handler, detailed, &shared.reloading).await;
-    }
+    let (content_type, body): (_, Box<dyn FnOnce() -> String + Send>) = match endpoint {
+        Endpoint::Health => {
+            let (status, body) = shared.health.answer();
+            let mut response = Response::new(Full::new(body));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return response;
+        }
+        Endpoint::Reload => {
+            connection.enter(Phase::Handling, RELOAD_TIMEOUT);
+            return reload(handler, detailed, &shared.reloading).await;
+        }
+        Endpoint::Metrics => (
+            "text/plain; version=0.0.4; charset=utf-8",
+            Box::new(move || handler.metrics()),
+        ),
+        Endpoint::Status => ("application/json", Box::new(move || handler.status())),
+    };
     connection.enter(Phase::Handling, HANDLER_TIMEOUT);
-    call(&path, move || {
-        let (status, content_type, body) = match endpoint {
-            Endpoint::Metrics => (
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                handler.metrics(),
-            ),
-            Endpoint::Health => {
-                let (healthy, body) = handler.health();
-                let status = if healthy {
-                    StatusCode::OK
-                } else {
-                    StatusCode::SERVICE_UNAVAILABLE
-                };
-                (status, "text/plain; charset=utf-8", body)
-            }
-            // (A reload was answered above.)
-            Endpoint::Status | Endpoint::Reload => {
-                (StatusCode::OK, "application/json", handler.status())
-            }
-        };
-        let mut response = text(status, body);
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        response
-    })
-    .await
+    call(&path, &shared.pool, content_type, body).await
+}
+
+/// A 503 that asks the client to come back after [`RETRY_AFTER`] seconds.
+fn busy(body: String) -> Response<Full<Bytes>> {
+    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, body);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER));
+    response
 }
 
 /// Reads and discards a body of at most [`MAX_REQUEST_BYTES`].
@@ -507,15 +534,35 @@ async fn read_body(body: Incoming) -> Result<(), Refusal> {
     }
 }
 
-/// Runs a handler on the blocking pool within [`HANDLER_TIMEOUT`]: a panic is 500, no answer
-/// in time 503.
-async fn call<F>(path: &str, handler: F) -> Response<Full<Bytes>>
-where
-    F: FnOnce() -> Response<Full<Bytes>> + Send + 'static,
-{
-    match tokio::time::timeout(HANDLER_TIMEOUT, tokio::task::spawn_blocking(handler)).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(_)) => {
+/// Runs a handler on the pool within [`HANDLER_TIMEOUT`], its body served as `content_type`: a
+/// full queue is 503 at once, a panic 500, no answer in time 503.
+async fn call(
+    path: &str,
+    pool: &Pool,
+    content_type: &'static str,
+    body: Box<dyn FnOnce() -> String + Send>,
+) -> Response<Full<Bytes>> {
+    let job = Box::new(move || {
+        let mut response = text(StatusCode::OK, body());
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    });
+    let answer = match pool.submit(job) {
+        Ok(answer) => answer,
+        Err(pool::Refused::Full) => {
+            return busy(format!(
+                "busy: {HANDLER_THREADS} requests are being answered and {HANDLER_QUEUE} are waiting; retry {path} in {RETRY_AFTER} s\n"
+            ))
+        }
+        Err(pool::Refused::Closed) => {
+            return busy(format!("shutting down: {path} is not answered any more\n"))
+        }
+    };
+    match tokio::time::timeout(HANDLER_TIMEOUT, answer).await {
+        Ok(Ok(Some(response))) => response,
+        Ok(Ok(None) | Err(_)) => {
             tracing::error!("HTTP endpoint: the {path} handler panicked");
             text(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -526,10 +573,9 @@ where
             tracing::warn!(
                 "HTTP endpoint: the {path} handler did not answer within {HANDLER_TIMEOUT:?}"
             );
-            text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("the {path} handler did not answer within {HANDLER_TIMEOUT:?}\n"),
-            )
+            busy(format!(
+                "the {path} handler did not answer within {HANDLER_TIMEOUT:?}\n"
+            ))
         }
     }
 }

@@ -15,6 +15,16 @@ struct Fake {
     panic: AtomicBool,
     /// How long a reload takes.
     reload_ms: std::sync::atomic::AtomicU64,
+    /// How long `/metrics` and `/status` take (a large estate's exposition).
+    handler_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Fake {
+    fn work(&self) {
+        std::thread::sleep(Duration::from_millis(
+            self.handler_ms.load(Ordering::SeqCst),
+        ));
+    }
 }
 
 impl Endpoints for Fake {
@@ -23,6 +33,7 @@ impl Endpoints for Fake {
             !self.panic.load(Ordering::SeqCst),
             "metrics handler panics on request"
         );
+        self.work();
         "# TYPE up gauge\nup 1\n".into()
     }
     fn health(&self) -> (bool, String) {
@@ -47,6 +58,7 @@ impl Endpoints for Fake {
         }
     }
     fn status(&self) -> String {
+        self.work();
         r#"{"flows":[]}"#.into()
     }
 }
@@ -131,8 +143,18 @@ fn endpoints_answer_with_status_type_and_body() {
 
     let health = get(&server, "GET", "/health");
     assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    // `/health` answers from a reading refreshed every HEALTH_REFRESH.
     fake.unhealthy.store(true, Ordering::SeqCst);
-    let health = get(&server, "GET", "/health");
+    let changed = Instant::now();
+    let mut health = get(&server, "GET", "/health");
+    while health.status == 200 && changed.elapsed() < HEALTH_REFRESH * 20 {
+        health = get(&server, "GET", "/health");
+    }
+    assert!(
+        changed.elapsed() < HEALTH_REFRESH * 4,
+        "{:?}",
+        changed.elapsed()
+    );
     assert_eq!(
         (health.status, health.body.as_str()),
         (503, "flow a->b halted\n")
@@ -369,6 +391,129 @@ fn probes_answer_while_a_slow_reload_runs_and_reloads_do_not_overlap() {
     assert_eq!(reloading.join().unwrap(), 200);
     assert!(probes >= 10, "{probes} probes during a 3 s reload");
     assert_eq!(fake.reloads.load(Ordering::SeqCst), 1);
+}
+
+/// `GET path` on a connection of its own; `None` when nothing complete came back within
+/// `patience` (the client gave up) or the connection failed.
+fn get_within(addr: std::net::SocketAddr, path: &str, patience: Duration) -> Option<Reply> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(patience)).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    Some(parse(&String::from_utf8_lossy(&raw)))
+}
+
+/// What the flooding clients got.
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU32,
+    shed: AtomicU32,
+    shed_without_retry_after: AtomicU32,
+    gave_up: AtomicU32,
+    other: AtomicU32,
+}
+
+impl Tally {
+    fn count(&self, reply: Option<Reply>) {
+        let counter = match reply {
+            None => &self.gave_up,
+            Some(r) if r.status == 200 => &self.ok,
+            Some(r) if r.status == 503 && r.headers.contains("retry-after: ") => &self.shed,
+            Some(r) if r.status == 503 => &self.shed_without_retry_after,
+            Some(_) => &self.other,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn answered(&self) -> u32 {
+        [
+            &self.ok,
+            &self.shed,
+            &self.shed_without_retry_after,
+            &self.gave_up,
+            &self.other,
+        ]
+        .iter()
+        .map(|c| c.load(Ordering::SeqCst))
+        .sum()
+    }
+}
+
+/// 64 clients loop on complete `GET /metrics` and `GET /status` requests whose handlers take
+/// 80 ms (the handler threads are saturated many times over; a client gives up after a second
+/// and asks again, as an impatient scraper does) while a probe loops on `/health` for 3 s:
+/// every probe is answered 200 within a second, and every flood request is either served or
+/// refused at once with 503 and `Retry-After`.
+#[test]
+fn a_flood_of_complete_requests_cannot_starve_probes() {
+    let (fake, server) = start();
+    fake.handler_ms.store(80, Ordering::SeqCst);
+    let addr = server.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    let flood: Vec<_> = (0..64)
+        .map(|i| {
+            let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
+            let path = if i % 2 == 0 { "/metrics" } else { "/status" };
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    tally.count(get_within(addr, path, Duration::from_secs(1)));
+                }
+            })
+        })
+        .collect();
+    // Probe once every client has had an answer (or given up): the handlers are saturated.
+    let until = Instant::now() + Duration::from_secs(20);
+    while tally.answered() < 64 {
+        assert!(Instant::now() < until, "the flood never got going");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let flood_started = Instant::now();
+    let (mut probes, mut failed, mut slowest) = (0u32, Vec::new(), Duration::ZERO);
+    while flood_started.elapsed() < Duration::from_secs(3) {
+        let started = Instant::now();
+        let reply = get_within(addr, "/health", Duration::from_secs(10));
+        let took = started.elapsed();
+        slowest = slowest.max(took);
+        probes += 1;
+        match reply {
+            Some(r) if r.status == 200 && took < Duration::from_secs(1) => {}
+            other => failed.push((other.map(|r| r.status), took)),
+        }
+    }
+    let flood_answers_before_stop = tally.answered();
+    stop.store(true, Ordering::SeqCst);
+    for client in flood {
+        client.join().unwrap();
+    }
+    let n = |c: &AtomicU32| c.load(Ordering::SeqCst);
+    eprintln!(
+        "flood of 64 clients for {:?}: {} answered while probing; ok {}, 503 {} \
+         (without Retry-After {}), gave up after 1 s {}, other {}; {probes} probes, \
+         {} failed or over 1 s, slowest {slowest:?}",
+        flood_started.elapsed(),
+        flood_answers_before_stop,
+        n(&tally.ok),
+        n(&tally.shed),
+        n(&tally.shed_without_retry_after),
+        n(&tally.gave_up),
+        n(&tally.other),
+        failed.len(),
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {probes} probes failed or took over 1 s (slowest {slowest:?}): {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+    assert!(probes >= 10, "only {probes} probes in 3 s");
+    assert!(n(&tally.ok) > 0, "no flood request was served");
+    assert!(n(&tally.shed) > 0, "the handlers were never full");
+    assert_eq!(n(&tally.shed_without_retry_after), 0);
+    assert_eq!(n(&tally.gave_up), 0, "a flood request waited over 1 s");
+    assert_eq!(n(&tally.other), 0);
 }
 
 /// This process's open file descriptors and resident memory (KiB).
