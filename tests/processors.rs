@@ -139,7 +139,7 @@ fn builtin_route_sends_records_to_another_topic() {
         .collect();
     let (_a, b, mut refract, _, remote) = start(
         &records,
-        "{ plugin = \"builtin:route\", config = { routes = [{ header = \"region\", header_value = \"eu\", topic = \"${target_topic}-eu\" }] } }",
+        "{ plugin = \"builtin:route\", config = { routes = [{ header = \"region\", header_value = \"eu\", topic = \"${target_topic}-eu\" }] }, output_topics = [\".*-eu\"] }",
     );
     let eu = format!("{remote}-eu");
     refract.wait("10 records routed and 20 kept", || {
@@ -694,5 +694,124 @@ fn routing_to_an_internal_topic_is_refused() {
             "{internal} exists on {cluster}"
         );
     }
+    assert_eq!(attacked.refract.stop(), Some(0));
+}
+
+/// A transform that re-routes a record to a topic its `output_topics` does not allow (by
+/// default: the flow's own remote topics) has that record dead-lettered, the reason naming the
+/// topic; nothing is written there and the topic is not created.
+#[test]
+fn rerouting_outside_output_topics_is_dead_lettered() {
+    let elsewhere = unique("elsewhere");
+    let mut attacked = attacked(
+        &hostile(
+            &format!("attack = \"route\", on = \"away\", topic = \"{elsewhere}\""),
+            "",
+        ),
+        &["away"],
+    );
+    let letters = attacked.settle(&["away"]);
+    error_message(
+        &letters[0],
+        &[
+            &format!("`{elsewhere}`"),
+            "not one of the flow's remote topics",
+            "output_topics",
+        ],
+    );
+    assert!(!attacked.b.topics().contains_key(&elsewhere));
+    assert_eq!(attacked.refract.stop(), Some(0));
+}
+
+/// A record sent to a partition its topic does not have, and one with a timestamp the topic
+/// refuses (Kafka's `message.timestamp.after.max.ms`, one hour by default), follow `on_error`
+/// (here: dead-lettered, the reason naming topic and partition) instead of a partition retried
+/// for ever: the records after them are mirrored, then more records produced later.
+#[test]
+fn outputs_to_missing_partitions_or_refused_timestamps_follow_on_error() {
+    let in_ten_days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+        + 10 * 24 * 3_600_000;
+    let processors = format!(
+        "{},\n{}",
+        hostile("attack = \"route\", on = \"far\", partition = 7", ""),
+        hostile(
+            &format!("attack = \"route\", on = \"future\", timestamp = {in_ten_days}"),
+            ""
+        )
+    );
+    let mut attacked = attacked(&processors, &["far", "future"]);
+    let letters = attacked.settle(&["far", "future"]);
+    error_message(
+        &letters[0],
+        &[
+            &format!("partition 7 of `{}`", attacked.remote),
+            "has 2 partitions",
+        ],
+    );
+    error_message(
+        &letters[1],
+        &[
+            &format!("timestamp {in_ten_days}"),
+            &format!("`{}`[0]", attacked.remote),
+            "message.timestamp.after.max.ms",
+        ],
+    );
+    // The partition goes on: a record produced now is mirrored too.
+    let late = record(0, 100, "p0-late", &[("h", "x")]);
+    Broker::shared("a").produce(&attacked.topic, std::slice::from_ref(&late));
+    let kept = attacked.records.len() as i64 - 2;
+    attacked.refract.wait("the late record mirrored", || {
+        total(attacked.b, &attacked.remote) == kept + 1
+    });
+    assert_eq!(attacked.b.read_all(&attacked.remote)[0].last(), Some(&late));
+    assert_eq!(attacked.refract.stop(), Some(0));
+}
+
+/// Topics missing on the target are created for a processor's outputs up to its
+/// `max_new_output_topics`; a record for one more, and one for a topic the target refuses to
+/// create (here its name collides with an existing topic's: `x_y` against `x.y`), are
+/// dead-lettered with the reason, and the flow goes on (no restart).
+#[test]
+fn new_output_topics_are_capped_and_creation_failures_follow_on_error() {
+    let prefix = unique("routed");
+    let b = Broker::shared("b");
+    b.create_topic(&format!("{prefix}.clash"), 1);
+    let processors = format!(
+        "{},\n{}",
+        hostile(
+            &format!("attack = \"route\", on = \"capped\", topic = \"{prefix}-capped\""),
+            &format!(", output_topics = [\"{prefix}-.*\"], max_new_output_topics = 0")
+        ),
+        hostile(
+            &format!("attack = \"route\", on = \"clash\", topic = \"{prefix}_clash\""),
+            &format!(", output_topics = [\"{prefix}_.*\"]")
+        )
+    );
+    let mut attacked = attacked(&processors, &["capped", "clash"]);
+    let letters = attacked.settle(&["capped", "clash"]);
+    error_message(
+        &letters[0],
+        &[
+            &format!("`{prefix}-capped`"),
+            "does not exist",
+            "max_new_output_topics = 0",
+        ],
+    );
+    error_message(
+        &letters[1],
+        &[&format!("`{prefix}_clash`"), "could not be created"],
+    );
+    let topics = b.topics();
+    assert!(!topics.contains_key(&format!("{prefix}-capped")));
+    assert!(!topics.contains_key(&format!("{prefix}_clash")));
+    assert_eq!(
+        attacked.refract.log_count("flow failed, restarting"),
+        0,
+        "{}",
+        attacked.refract.log()
+    );
     assert_eq!(attacked.refract.stop(), Some(0));
 }

@@ -57,6 +57,8 @@ pub mod defaults {
     pub const TASKS: u32 = 1;
     /// Most `tasks` a flow may have.
     pub const MAX_TASKS: u32 = 1024;
+    /// A processor's `max_new_output_topics`: topics its outputs may have refract create.
+    pub const MAX_NEW_OUTPUT_TOPICS: u32 = 10;
     /// `[cluster] session_timeout`: Kafka Connect's (and so MM2's) default.
     pub const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -357,6 +359,12 @@ pub struct ProcessorSpec {
     pub plugin: PluginSpec,
     /// What happens to records the processor fails on.
     pub on_error: OnError,
+    /// Where a transform may send records: `output_topics` (full-match regexes), or `None` for
+    /// the flow's own remote topics only.
+    pub output_topics: Option<PatternList>,
+    /// `max_new_output_topics`: how many topics that do not exist on the target its outputs may
+    /// have refract create (per process).
+    pub max_new_output_topics: u32,
 }
 
 /// What happens to the records of a batch a processor traps, times out or fails on, and to a

@@ -117,6 +117,8 @@ pub struct RawProcessor {
     pub max_outputs_per_record: Option<Spanned<i64>>,
     pub max_outputs_per_call: Option<Spanned<i64>>,
     pub max_output_bytes: Option<Spanned<String>>,
+    pub output_topics: Option<Vec<Spanned<String>>>,
+    pub max_new_output_topics: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

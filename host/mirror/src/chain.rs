@@ -15,6 +15,7 @@ use refract_plugin::{
 };
 use refract_telemetry::Metrics;
 
+use crate::outputs::{OutputRules, TargetTopics};
 use crate::series::{PluginMetrics, RefractSeries};
 
 /// A record on its way to the target, remembering the source offset it came from. Bytes are
@@ -96,6 +97,8 @@ struct Stage {
     processor: Processor,
     on_error: OnError,
     metrics: Option<PluginMetrics>,
+    /// Where its outputs may go.
+    rules: OutputRules,
 }
 
 impl Stage {
@@ -130,16 +133,18 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// A chain for a flow reading `source_cluster`.
-    pub fn new(source_cluster: &str, stages: Vec<(Processor, OnError)>) -> Self {
+    /// A chain for a flow reading `source_cluster`; each processor's outputs may go where its
+    /// rules say.
+    pub fn new(source_cluster: &str, stages: Vec<(Processor, OnError, OutputRules)>) -> Self {
         Self {
             source_cluster: source_cluster.to_string(),
             stages: stages
                 .into_iter()
-                .map(|(processor, on_error)| Stage {
+                .map(|(processor, on_error, rules)| Stage {
                     processor,
                     on_error,
                     metrics: None,
+                    rules,
                 })
                 .collect(),
         }
@@ -159,12 +164,14 @@ impl Chain {
     }
 
     /// Runs `items` (one source partition of `source_topic`, in offset order) through every
-    /// processor in order.
+    /// processor in order. A record a transform writes is checked against `target` (see
+    /// [`crate::outputs`]); one it may not produce is a rejection of its input record.
     pub fn run<'m>(
         &mut self,
         source_topic: &str,
         source_partition: i32,
         items: Vec<Item<'m>>,
+        target: &mut dyn TargetTopics,
     ) -> Result<ChainOutput<'m>, Halt> {
         let mut out = ChainOutput {
             forward: items,
@@ -187,10 +194,10 @@ impl Chain {
                 match result {
                     Ok(outcomes) => {
                         for (item, outcome) in run.into_iter().zip(outcomes) {
-                            apply(stage, &at, item, outcome, &mut out)?;
+                            apply(stage, &at, item, outcome, target, &mut out)?;
                         }
                     }
-                    Err(e) => fail_run(stage, &at, run, &e, &mut out)?,
+                    Err(e) => fail_run(stage, &at, run, &e, target, &mut out)?,
                 }
             }
         }
@@ -253,8 +260,20 @@ fn apply<'m>(
     at: &Position<'_>,
     item: Item<'m>,
     outcome: Outcome,
+    target: &mut dyn TargetTopics,
     out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
+    // An output that may not be produced rejects its input record, which follows `on_error`.
+    let outcome = match outcome {
+        Outcome::Replace(records) => match records
+            .iter()
+            .find_map(|r| stage.rules.refusal(target, &item, r))
+        {
+            Some(reason) => return fail_item(stage, at, item, reason, out),
+            None => Outcome::Replace(records),
+        },
+        other => other,
+    };
     match outcome {
         Outcome::Keep => out.forward.push(item),
         Outcome::Drop => out.filtered += 1,
@@ -329,6 +348,7 @@ fn fail_run<'m>(
     at: &Position<'_>,
     run: Vec<Item<'m>>,
     error: &PluginError,
+    target: &mut dyn TargetTopics,
     out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
     if stage.on_error == OnError::Stop || run.len() == 1 {
@@ -344,7 +364,7 @@ fn fail_run<'m>(
         };
         match result {
             Ok(mut outcomes) => match outcomes.pop() {
-                Some(outcome) => apply(stage, at, item, outcome, out)?,
+                Some(outcome) => apply(stage, at, item, outcome, target, out)?,
                 None => fail_item(stage, at, item, "no outcome".into(), out)?,
             },
             Err(e) => fail_item(stage, at, item, e.to_string(), out)?,

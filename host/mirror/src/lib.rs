@@ -10,6 +10,7 @@ pub mod degraded;
 pub mod doctor;
 mod flow;
 pub mod membership;
+pub mod outputs;
 mod planner;
 pub mod probe;
 mod progress;

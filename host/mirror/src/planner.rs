@@ -3,7 +3,7 @@
 //! policy returns may land on a topic Kafka, the tools beside it, MirrorMaker 2 or refract own
 //! (the one list is [`refract_config::ReservedTopic`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use refract_config::{Flow, FlowTopics, OffsetSyncsLocation, ReservedTopic, TopicFilter};
 use refract_plugin::{topic_name_problem, PluginError, ReplicationPolicy};
@@ -272,6 +272,15 @@ pub struct TopicPlan {
     pub routes: Vec<Route>,
     /// Topics left out, sorted by source name.
     pub skipped: Vec<(String, Skip)>,
+    /// The remote topics of `routes`.
+    remotes: HashSet<String>,
+}
+
+impl TopicPlan {
+    /// Whether `topic` is the remote topic of one of the routes.
+    pub fn is_remote(&self, topic: &str) -> bool {
+        self.remotes.contains(topic)
+    }
 }
 
 /// Applies MirrorMaker 2's replication decision to the source's topics:
@@ -297,6 +306,11 @@ impl TopicPlanner {
             heartbeats_replication: flow.heartbeats.replication,
             own: FlowTopics::of(flow),
         }
+    }
+
+    /// The flow's own topics, by name, as far as they are known.
+    pub fn own(&self) -> &FlowTopics {
+        &self.own
     }
 
     /// Refuses from now on every remote topic named like one of `own` (see [`OwnTopics`]).
@@ -377,6 +391,7 @@ impl TopicPlanner {
                 continue;
             }
             owner.insert(remote_topic.clone(), source_topic.clone());
+            plan.remotes.insert(remote_topic.clone());
             plan.routes.push(Route {
                 source_topic,
                 remote_topic,

@@ -461,7 +461,11 @@ impl Builder<'_> {
             .map_err(|(_, e)| self.loc.error(None, key, e))
     }
 
-    fn patterns(&self, key: &str, list: Vec<Spanned<String>>) -> Result<PatternList, ConfigError> {
+    pub(super) fn patterns(
+        &self,
+        key: &str,
+        list: Vec<Spanned<String>>,
+    ) -> Result<PatternList, ConfigError> {
         let spans: Vec<_> = list.iter().map(|s| s.span()).collect();
         PatternList::new(list.into_iter().map(Spanned::into_inner).collect()).map_err(|(i, e)| {
             let span = spans.get(i).cloned().filter(|s| !s.is_empty());

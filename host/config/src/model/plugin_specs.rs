@@ -6,7 +6,9 @@ use toml::Spanned;
 use super::Builder;
 use crate::duration::{parse_duration, parse_size};
 use crate::error::ConfigError;
-use crate::flow::{OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec};
+use crate::flow::{
+    defaults, OnError, PluginLimitSettings, PluginLocation, PluginSpec, ProcessorSpec,
+};
 use crate::keys::{self, choices_text};
 use crate::raw::{RawPlugin, RawProcessor};
 use crate::rules::BUILTIN_PROCESSORS;
@@ -43,7 +45,26 @@ impl Builder<'_> {
             max_output_bytes: raw.max_output_bytes,
         };
         let plugin = self.plugin(key, Spanned::new(span, plugin), BUILTIN_PROCESSORS)?;
-        Ok(ProcessorSpec { plugin, on_error })
+        let output_topics = raw
+            .output_topics
+            .map(|list| self.patterns(&format!("{key}.output_topics"), list))
+            .transpose()?;
+        let max_new_output_topics = match raw.max_new_output_topics {
+            None => defaults::MAX_NEW_OUTPUT_TOPICS,
+            Some(n) => u32::try_from(*n.get_ref()).map_err(|_| {
+                self.loc.error(
+                    Some(n.span()),
+                    format!("{key}.max_new_output_topics"),
+                    format!("must be a whole number from 0 to {}", u32::MAX),
+                )
+            })?,
+        };
+        Ok(ProcessorSpec {
+            plugin,
+            on_error,
+            output_topics,
+            max_new_output_topics,
+        })
     }
 
     pub(super) fn plugin(

@@ -17,6 +17,7 @@ use refract_kafka::source_queue::{Polled, SourceMessage, SourceQueue};
 use super::delivery::Sent;
 use super::provenance::{provenance, PROVENANCE_HEADER};
 use super::run::Run;
+use super::targets::Targets;
 use super::{lock, MAX_POLL_BATCH};
 use crate::clock::now_ms;
 use refract_plugin::cut_head;
@@ -298,9 +299,12 @@ impl Run<'_> {
                 continue; // read again from the failed record once its partition is retried
             }
             let items: Vec<Item<'_>> = run.iter().map(|&k| pending[k].item(remote)).collect();
+            let partitions = self.slots.by_topic.get(topic).map_or(1, Vec::len) as i32;
+            let own = self.planner.own();
+            let mut target = Targets::new(runner, &self.clients, &self.plan, own, partitions);
             let out = self
                 .chain
-                .run(topic, partition, items)
+                .run(topic, partition, items, &mut target)
                 .map_err(anyhow::Error::new)?;
             // Register every output before sending any, so no acknowledgement can arrive for a
             // record the progress does not know yet. Outputs come in source offset order.
@@ -321,10 +325,9 @@ impl Run<'_> {
                     p[i].sent(*offset, *n);
                 }
             }
-            let source_partitions = self.slots.by_topic.get(topic).map_or(1, Vec::len) as i32;
             for f in &out.forward {
                 if *f.topic != **remote {
-                    self.ensure_output_topic(&f.topic, source_partitions)?;
+                    self.ensure_output_topic(&f.topic, partitions)?;
                 }
                 let primary = *f.topic == **remote && f.partition == partition;
                 let stamp = offsets

@@ -21,6 +21,7 @@ use refract_plugin::{PolicyPlugin, Processor, ProcessorPlugin};
 use refract_telemetry::Metrics;
 
 use crate::chain::Chain;
+use crate::outputs::OutputRules;
 use crate::series::{FlowMetrics, RefractSeries};
 
 mod board;
@@ -37,6 +38,7 @@ mod recreated;
 mod run;
 mod slots;
 mod status;
+mod targets;
 mod throttle;
 mod transactions;
 
@@ -134,6 +136,8 @@ pub struct FlowRunner {
     stop: Arc<AtomicBool>,
     status: SharedStatus,
     known_outputs: Mutex<HashSet<String>>,
+    /// What the flow learnt of the topics transforms send records to.
+    output_topics: Mutex<targets::OutputTopics>,
     /// Whether it also writes the reverse pair's heartbeats; a reload can turn it off live.
     reverse_heartbeats: AtomicBool,
     metrics: Metrics,
@@ -172,6 +176,7 @@ impl FlowRunner {
             stop,
             status,
             known_outputs: Mutex::new(HashSet::new()),
+            output_topics: Mutex::default(),
             reverse_heartbeats: AtomicBool::new(false),
             metrics: Metrics::new(),
             flow_metrics: None,
@@ -234,11 +239,21 @@ impl FlowRunner {
     }
 
     fn chain_of(&self, set: &PluginSet) -> Chain {
+        // A swap brings new plugin files for the same processor entries (changed entries
+        // rebuild the flow), so the entries of the flow's settings give each its rules.
         Chain::new(
             &self.source.alias,
             set.processors
                 .iter()
-                .map(|(p, on_error)| (Processor::new(p.clone()), *on_error))
+                .enumerate()
+                .map(|(i, (p, on_error))| {
+                    let rules = self
+                        .flow
+                        .processors
+                        .get(i)
+                        .map_or_else(|| OutputRules::remote_only(p.name()), OutputRules::of);
+                    (Processor::new(p.clone()), *on_error, rules)
+                })
                 .collect(),
         )
         .with_metrics(&self.metrics, &self.flow.name())

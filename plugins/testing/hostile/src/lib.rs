@@ -11,7 +11,7 @@
 //! | `big-copies` | replaces it with `count` records of a `size`-byte value | `count` (200), `size` (1 MiB) |
 //! | `log-flood` | logs `line`-byte lines until `bytes` are written, then keeps it | `line` (64 KiB), `bytes` (100 MiB) |
 //! | `huge-panic` | panics with a `size`-byte message | `size` (1 MiB) |
-//! | `route` | replaces it with one copy sent to `topic` | `topic` (required) |
+//! | `route` | replaces it with one copy sent to `topic`, `partition`, with `timestamp` | `topic`, `partition`, `timestamp` (the record's own) |
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,11 +27,25 @@ const AN_HOUR: Duration = Duration::from_secs(3600);
 enum Attack {
     Sleep,
     SpinClock,
-    FanOut { count: usize },
-    BigCopies { count: usize, size: usize },
-    LogFlood { line: usize, bytes: usize },
-    HugePanic { size: usize },
-    Route { topic: String },
+    FanOut {
+        count: usize,
+    },
+    BigCopies {
+        count: usize,
+        size: usize,
+    },
+    LogFlood {
+        line: usize,
+        bytes: usize,
+    },
+    HugePanic {
+        size: usize,
+    },
+    Route {
+        topic: Option<String>,
+        partition: Option<i32>,
+        timestamp: Option<i64>,
+    },
 }
 
 /// The configured attack and the value of the record that triggers it.
@@ -73,7 +87,14 @@ impl RecordTransform for Hostile {
                 size: size(&mut table, "size", 1 << 20)?,
             },
             "route" => Attack::Route {
-                topic: table.required_string("topic")?,
+                topic: table.string("topic")?,
+                partition: match table.integer("partition")? {
+                    None => None,
+                    Some(p) => {
+                        Some(i32::try_from(p).map_err(|_| table.error("partition", "not an i32"))?)
+                    }
+                },
+                timestamp: table.integer("timestamp")?,
             },
             other => return Err(table.error("attack", format!("unknown attack `{other}`"))),
         };
@@ -127,7 +148,23 @@ impl RecordTransform for Hostile {
                 message.push_str(&"x".repeat(size.saturating_sub(message.len())));
                 panic!("{message}")
             }
-            Attack::Route { topic } => Outcome::replace_with(record.to_output().with_topic(topic)),
+            Attack::Route {
+                topic,
+                partition,
+                timestamp,
+            } => {
+                let mut output = record.to_output();
+                if let Some(topic) = topic {
+                    output = output.with_topic(topic);
+                }
+                if let Some(partition) = partition {
+                    output = output.with_partition(*partition);
+                }
+                if let Some(timestamp) = timestamp {
+                    output = output.with_timestamp_ms(*timestamp);
+                }
+                Outcome::replace_with(output)
+            }
         }
     }
 }
