@@ -389,6 +389,6 @@ export const recordFilter = { filter(batch) { throw new TypeError(`bad record in
             serde_json::from_slice(&out.stdout).expect("one JSON line for the one record");
         let error = line["error"].as_str().unwrap_or_default();
         assert!(error.contains(first), "{error}");
-        assert!(error.contains("plugin stderr:\n"), "{error}");
+        assert!(error.contains("plugin stderr: "), "{error}");
     }
 }

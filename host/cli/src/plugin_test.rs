@@ -173,8 +173,9 @@ impl PluginTest {
                             "topic": topic,
                             "outcome": "error",
                             "error": format!(
-                                "plugin {}: format-remote-topics named {topic} `{remote}` on the target, which is not a legal Kafka topic name: {why}",
-                                policy.plugin().name()
+                                "plugin {}: format-remote-topics named {topic} `{}` on the target, which is not a legal Kafka topic name: {why}",
+                                policy.plugin().name(),
+                                refract_plugin::plugin_text(&remote, refract_plugin::MESSAGE_CAP)
                             ),
                         })
                     }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::planner::{OwnTopics, OwnTopicsError};
 
 use refract_plugin::{
-    topic_name_problem, BatchView, Header, KafkaRecord, Outcome, Processor, RecordBatch,
-    ReplicationPolicy,
+    plugin_text, topic_name_problem, BatchView, Header, KafkaRecord, Outcome, Processor,
+    RecordBatch, ReplicationPolicy, MESSAGE_CAP,
 };
 
 use crate::PreparedFlow;
@@ -101,7 +101,8 @@ fn probe_policy(p: &PreparedFlow, report: &mut ProbeReport) {
         if let Some(why) = topic_name_problem(remote) {
             problems += 1;
             report.problems.push(fail(format!(
-                "names the sample topic {topic} `{remote}` on {}, which is not a legal Kafka topic name: {why}",
+                "names the sample topic {topic} `{}` on {}, which is not a legal Kafka topic name: {why}",
+                plugin_text(remote, MESSAGE_CAP),
                 p.flow.target
             )));
         }
@@ -123,7 +124,8 @@ fn probe_policy(p: &PreparedFlow, report: &mut ProbeReport) {
                 if let Some(why) = topic_name_problem(&name) {
                     problems += 1;
                     report.problems.push(fail(format!(
-                        "{call} answered `{name}`, which is not a legal Kafka topic name: {why}"
+                        "{call} answered `{}`, which is not a legal Kafka topic name: {why}",
+                        plugin_text(&name, MESSAGE_CAP)
                     )));
                 }
             }

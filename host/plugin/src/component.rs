@@ -12,7 +12,7 @@ use refract_config::PluginSpec;
 
 use crate::bindings::{PluginInfo, WitPluginError};
 use crate::error::{describe_trap, PluginError, TrapKind};
-use crate::guest_text::{cut_head, MESSAGE_CAP};
+use crate::guest_text::{plugin_text, wasm_error, INFO_CAP, MESSAGE_CAP, WASM_ERROR_CAP};
 use crate::runtime::{PluginLimits, PluginRuntime, PluginState, SUPPORTED_VERSION};
 
 pub(crate) const PACKAGE: &str = "refract:plugin/";
@@ -72,13 +72,14 @@ impl<W: World> Plugin<W> {
                 .instantiate_pre(component)
                 .map_err(|e| PluginError::Link {
                     plugin: name.to_string(),
-                    reason: format!("{e:#}"),
+                    reason: wasm_error(&e),
                 })?;
         let pre = W::pre(instance_pre).map_err(|e| PluginError::WrongWorld {
             plugin: name.to_string(),
             reason: format!(
-                "its exports do not match the {} interface: {e:#}",
-                W::INTERFACE
+                "its exports do not match the {} interface: {}",
+                W::INTERFACE,
+                wasm_error(&e)
             ),
         })?;
         let limits = runtime.limits.with_settings(&spec.limits);
@@ -92,7 +93,11 @@ impl<W: World> Plugin<W> {
         };
         let mut instance = plugin.instantiate()?;
         let info = instance.call("info", 0, |w, _, s| w.info(s).map(Ok))?;
-        plugin.info = (info.name, info.version);
+        // What a plugin says about itself is shown by `check`, `plugin test` and logs.
+        plugin.info = (
+            plugin_text(&info.name, INFO_CAP).into_owned(),
+            plugin_text(&info.version, INFO_CAP).into_owned(),
+        );
         Ok(plugin)
     }
 
@@ -127,7 +132,7 @@ impl<W: World> Plugin<W> {
                 let fuel = self.limits.output_fuel(0);
                 let (kind, reason) = describe_trap(&e, &self.limits, fuel, &Default::default());
                 let reason = match kind {
-                    TrapKind::Guest => format!("{e:#}"),
+                    TrapKind::Guest => wasm_error(&e),
                     _ => reason,
                 };
                 PluginError::Trap {
@@ -191,7 +196,7 @@ pub(crate) fn compile_checked(
                 if exports.is_empty() {
                     "nothing".to_string()
                 } else {
-                    exports.join(", ")
+                    plugin_text(&exports.join(", "), WASM_ERROR_CAP).into_owned()
                 },
                 wanted.join(" or ")
             ),
@@ -201,7 +206,7 @@ pub(crate) fn compile_checked(
         if !version_supported(version) {
             return Err(PluginError::IncompatibleVersion {
                 plugin: name,
-                found: version.to_string(),
+                found: plugin_text(version, INFO_CAP).into_owned(),
                 supported: format!("{}.{}.x", SUPPORTED_VERSION.0, SUPPORTED_VERSION.1),
             });
         }
@@ -223,7 +228,7 @@ pub(crate) fn compile_checked(
         reason: format!(
             "it is {} (exports {}), but here it must export {}",
             kind.unwrap_or("not a refract plugin of a known kind"),
-            found.join(", "),
+            plugin_text(&found.join(", "), WASM_ERROR_CAP),
             wanted.join(" or ")
         ),
     })
@@ -312,12 +317,12 @@ impl<W: World> Instance<W> {
                 call: call.to_string(),
                 reason: match e {
                     WitPluginError::InvalidConfig(m) => {
-                        format!("invalid config: {}", cut_head(&m, MESSAGE_CAP))
+                        format!("invalid config: {}", plugin_text(&m, MESSAGE_CAP))
                     }
                     WitPluginError::Unsupported(m) => {
-                        format!("unsupported: {}", cut_head(&m, MESSAGE_CAP))
+                        format!("unsupported: {}", plugin_text(&m, MESSAGE_CAP))
                     }
-                    WitPluginError::Failed(m) => cut_head(&m, MESSAGE_CAP).into_owned(),
+                    WitPluginError::Failed(m) => plugin_text(&m, MESSAGE_CAP).into_owned(),
                 },
             }),
             Err(trap) => {

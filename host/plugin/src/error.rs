@@ -1,4 +1,4 @@
-use crate::guest_text::{cut_head, tail_of, MESSAGE_CAP, STDERR_SHOWN};
+use crate::guest_text::{plugin_text, plugin_text_tail, MESSAGE_CAP, STDERR_SHOWN};
 use crate::runtime::PluginLimits;
 use crate::sandbox::{BudgetExceeded, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use crate::stderr::StderrText;
@@ -140,7 +140,8 @@ const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exh
 /// budget) or the guest's own failure. For the latter the plugin's own words come first — the
 /// exception or panic line found in what the call wrote to stderr, cut to
 /// [`MESSAGE_CAP`](crate::MESSAGE_CAP) — then the wasm trap, then the tail of that stderr (its
-/// last [`STDERR_SHOWN`](crate::STDERR_SHOWN) bytes).
+/// last [`STDERR_SHOWN`](crate::STDERR_SHOWN) bytes). Everything from the plugin goes through
+/// [`plugin_text`]: the result is one line, with no control character the plugin wrote.
 pub(crate) fn describe_trap(
     err: &wasmtime::Error,
     limits: &PluginLimits,
@@ -179,29 +180,33 @@ pub(crate) fn describe_trap(
             ),
         );
     }
+    // The trap's text is wasmtime's, but an error that is not a trap may carry the plugin's
+    // words (a host call's error); all of it is shown as plugin text.
     let trap = match err.downcast_ref::<wasmtime::Trap>() {
         Some(trap) => trap.to_string(),
         None => chain.first().cloned().unwrap_or_default(),
     };
+    let trap = plugin_text(&trap, MESSAGE_CAP);
     let summary = stderr.failure_summary();
-    let dropped = stderr.dropped;
-    let stderr = stderr.tail.trim();
-    if stderr.is_empty() {
-        return (TrapKind::Guest, cut_head(&trap, MESSAGE_CAP).into_owned());
+    let stderr_tail = stderr.tail.trim();
+    if stderr_tail.is_empty() {
+        return (TrapKind::Guest, trap.into_owned());
     }
-    let shown = tail_of(stderr, STDERR_SHOWN);
-    let cut = dropped + (stderr.len() - shown.len());
+    let (shown, cut) = plugin_text_tail(stderr_tail, STDERR_SHOWN);
+    let cut = stderr.dropped + cut;
     let cut = if cut > 0 {
         format!(", its last {} bytes; {cut} before them cut", shown.len())
     } else {
         String::new()
     };
+    // One line: the plugin's stderr is escaped (its line breaks shown as `\n`), so nothing it
+    // wrote can pass for a line of refract's log.
     let text = match summary {
         Some(summary) => format!(
-            "{} [{trap}]; plugin stderr{cut}:\n{shown}",
-            cut_head(&summary, MESSAGE_CAP)
+            "{} [{trap}]; plugin stderr{cut}: {shown}",
+            plugin_text(&summary, MESSAGE_CAP)
         ),
-        None => format!("{trap}; plugin stderr{cut}:\n{shown}"),
+        None => format!("{trap}; plugin stderr{cut}: {shown}"),
     };
     (TrapKind::Guest, text)
 }

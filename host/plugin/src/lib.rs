@@ -26,7 +26,8 @@ pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use cache::{default_cache_dir, CACHE_DIR_ENV, CACHE_MAX_MIB_ENV};
 pub use error::{PluginError, TrapKind};
 pub use guest_text::{
-    cut_head, LOG_BURST, LOG_LINES_PER_SECOND, LOG_LINE_CAP, MESSAGE_CAP, STDERR_SHOWN,
+    cut_head, plugin_text, plugin_text_tail, INFO_CAP, LOG_BURST, LOG_LINES_PER_SECOND,
+    LOG_LINE_CAP, MESSAGE_CAP, STDERR_SHOWN, WASM_ERROR_CAP,
 };
 pub use policy::{topic_name_problem, PolicyPlugin, ReplicationPolicy, MAX_TOPIC_NAME_LEN};
 pub use processor::{AnyPlugin, Processor, ProcessorKind, ProcessorPlugin};

@@ -9,6 +9,7 @@ use crate::bindings::policy::PolicyPlugin as PolicyWorld;
 use crate::bindings::WitPluginError;
 use crate::component::{compile_checked, Live, Plugin};
 use crate::error::PluginError;
+use crate::guest_text::{plugin_text, MESSAGE_CAP};
 use crate::runtime::{PluginRuntime, PluginState};
 
 /// Longest chain of upstream names followed when deriving an original topic.
@@ -43,8 +44,8 @@ pub fn topic_name_problem(name: &str) -> Option<String> {
         });
     (!bad.is_empty()).then(|| {
         format!(
-            "it contains {:?}; Kafka allows only ASCII letters, digits, `.`, `_` and `-`",
-            bad
+            "it contains {}; Kafka allows only ASCII letters, digits, `.`, `_` and `-`",
+            plugin_text(&format!("{bad:?}"), MESSAGE_CAP)
         )
     })
 }

@@ -13,7 +13,7 @@ use crate::bindings::transform::TransformPlugin as TransformWorld;
 use crate::bindings::{Outcome, WitPluginError};
 use crate::component::{compile_checked, Live, Plugin};
 use crate::error::{PluginError, TrapKind};
-use crate::guest_text::{cut_head, MESSAGE_CAP};
+use crate::guest_text::{plugin_text, MESSAGE_CAP};
 use crate::policy::topic_name_problem;
 use crate::runtime::{PluginLimits, PluginRuntime, PluginState};
 use crate::view::BatchView;
@@ -147,7 +147,7 @@ impl Processor {
                 })?;
                 let mut outcomes = live.check_len("transform", outcomes, n, "records")?;
                 check_output_records(&live.plugin.name, &live.plugin.limits, batch, &outcomes)?;
-                refuse_reserved_routes(&mut outcomes);
+                screen_outcomes(&mut outcomes);
                 Ok(outcomes)
             }
         }
@@ -156,24 +156,33 @@ impl Processor {
 
 /// Turns an outcome that routes a record to a topic no plugin may write — an internal topic of
 /// Kafka, MirrorMaker 2 or refract, or an illegal name — into a rejection of that record, so it
-/// follows the processor's `on_error` and nothing is written (or created) there.
-fn refuse_reserved_routes(outcomes: &mut [Outcome]) {
+/// follows the processor's `on_error` and nothing is written (or created) there; and makes a
+/// plugin's own reject reason plugin text (escaped and cut), as every consumer of it (logs,
+/// `/status`, the dead-letter header, `plugin test`) shows it.
+fn screen_outcomes(outcomes: &mut [Outcome]) {
     for outcome in outcomes.iter_mut() {
-        let Outcome::Replace(records) = outcome else {
-            continue;
-        };
-        if let Some(reason) = records
-            .iter()
-            .find_map(|r| refused_route(r.topic.as_deref()?))
-        {
-            *outcome = Outcome::Reject(reason);
+        match outcome {
+            Outcome::Replace(records) => {
+                if let Some(reason) = records
+                    .iter()
+                    .find_map(|r| refused_route(r.topic.as_deref()?))
+                {
+                    *outcome = Outcome::Reject(reason);
+                }
+            }
+            Outcome::Reject(reason) => {
+                if let std::borrow::Cow::Owned(shown) = plugin_text(reason, MESSAGE_CAP) {
+                    *reason = shown;
+                }
+            }
+            Outcome::Keep | Outcome::Drop => {}
         }
     }
 }
 
 /// Why a transform may not send a record to `topic`, or `None` when it may.
 fn refused_route(topic: &str) -> Option<String> {
-    let shown = cut_head(topic, MESSAGE_CAP);
+    let shown = plugin_text(topic, MESSAGE_CAP);
     if let Some(reason) = internal_topic_reason(topic) {
         return Some(format!(
             "refract refused its output: it routed a record to `{shown}`, an internal topic ({reason}); plugin output is never written there"

@@ -14,7 +14,7 @@ use crate::bindings::LogLevel;
 use crate::builtin::builtin_bytes;
 use crate::cache::CompileCache;
 use crate::error::PluginError;
-use crate::guest_text::{cut_head, LogGate, LOG_LINE_CAP};
+use crate::guest_text::{plugin_text, wasm_error, LogGate, LOG_LINE_CAP};
 use crate::sandbox::{
     link_virtual_clocks, InstanceBudget, VirtualClock, VirtualClocks, MAX_HANDLES, MAX_RANDOM_BYTES,
 };
@@ -132,7 +132,7 @@ impl refract::plugin::host::Host for PluginState {
             return;
         }
         let plugin = &*self.plugin;
-        let message = cut_head(&message, LOG_LINE_CAP);
+        let message = plugin_text(&message, LOG_LINE_CAP);
         match level {
             LogLevel::Trace => tracing::trace!(plugin, "{message}"),
             LogLevel::Debug => tracing::debug!(plugin, "{message}"),
@@ -260,7 +260,7 @@ impl PluginRuntime {
         };
         compiled.map_err(|e| PluginError::NotAComponent {
             plugin: plugin.to_string(),
-            reason: format!("{e:#}"),
+            reason: wasm_error(&e),
         })
     }
 

@@ -63,8 +63,9 @@ impl Run<'_> {
                 }
                 Skip::IllegalName { remote, reason } => {
                     let message = format!(
-                        "not mirroring {topic}: the replication policy {} names it `{remote}` on {}, which is not a legal Kafka topic name: {reason}",
+                        "not mirroring {topic}: the replication policy {} names it `{}` on {}, which is not a legal Kafka topic name: {reason}",
                         self.policy.plugin().name(),
+                        refract_plugin::plugin_text(remote, refract_plugin::MESSAGE_CAP),
                         runner.flow.target
                     );
                     error!(flow = %name, "{message}");
