@@ -432,3 +432,66 @@ fn policy_names_onto_reserved_topics_are_refused() {
     assert!(!b.topics().contains_key("connect-offsets"));
     refract.stop();
 }
+
+/// A header name that is not UTF-8 is legal on the wire (C clients write them). Such records,
+/// written through librdkafka's C API, are mirrored with every name byte for byte, both on the
+/// plain path and through a processor chain (the plugin sees the name as lossy text, the record
+/// it keeps leaves as it came), and `refract verify` reads them too. Before, rdkafka's header
+/// reader panicked on the first such record and the flow halted again after every restart.
+#[test]
+fn header_names_that_are_not_utf8_are_mirrored_byte_for_byte() {
+    let a = Broker::shared("a");
+    let b = Broker::shared("b");
+    let (plain, chained) = (unique("c-client"), unique("c-client-chain"));
+    let names: [&[u8]; 4] = [b"\xff\xfe-bin", b"plain", b"caf\xc3\xa9", b"half \xe2\x82"];
+    let values: [Option<&[u8]>; 4] = [Some(b"v1"), None, Some(b""), Some(b"\x00\x01")];
+    let headers: Vec<(&[u8], Option<&[u8]>)> = names.into_iter().zip(values).collect();
+    let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+        .collect();
+    for t in [&plain, &chained] {
+        a.create_topic(t, 2);
+        for i in 0..6 {
+            a.produce_c_api(t, i % 2, format!("v{i}").as_bytes(), &headers);
+        }
+    }
+    // Two aliases of the same broker: one flow without processors, one through a filter that
+    // keeps every record (it drops `env = test`, which none of them has).
+    let flows = format!(
+        "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{plain}\"]\ncommit_interval = \"300ms\"\nreplication_factor = 1\n\
+         [[flow]]\nsource = \"c\"\ntarget = \"b\"\ntopics = [\"{chained}\"]\ncommit_interval = \"300ms\"\nreplication_factor = 1\n\
+         processors = [{{ plugin = \"builtin:filter\", config = {{ header = \"env\", header_value = \"test\" }} }}]\n"
+    );
+    let mut refract = Refract::start(&pipeline(&[("a", a), ("c", a), ("b", b)], &flows), &[]);
+    for (alias, t) in [("a", &plain), ("c", &chained)] {
+        let remote = format!("{alias}.{t}");
+        refract.wait(&format!("{remote} to hold 6 records"), || {
+            b.topics().contains_key(&remote) && b.counts(&remote) == vec![3, 3]
+        });
+        for (p, records) in b.read_headers_c_api(&remote).iter().enumerate() {
+            for (i, got) in records.iter().enumerate() {
+                let (stamp, rest): (Vec<_>, Vec<_>) =
+                    got.iter().cloned().partition(|(k, _)| k == PROVENANCE.as_bytes());
+                assert_eq!(rest, want, "{remote} partition {p} record {i}: every header");
+                assert_eq!(
+                    stamp,
+                    vec![(PROVENANCE.as_bytes().to_vec(), Some(alias.as_bytes().to_vec()))],
+                    "{remote} partition {p} record {i}: one provenance stamp"
+                );
+            }
+        }
+    }
+    assert_eq!(refract.stop(), Some(0), "clean shutdown; log:\n{}", refract.log());
+    assert!(!refract.log().contains("panicked"), "{}", refract.log());
+    let config = refract.pipeline.clone();
+    let out = Refract::output(&["verify", "--config", config.to_str().expect("utf-8 path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "verify reads them too:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("OK ")).count(), 4, "{stdout}");
+}

@@ -27,6 +27,7 @@
 //! benchmark calls, returns errors instead.
 
 pub mod broker;
+pub mod c_api;
 pub mod golden;
 pub mod metrics;
 pub mod pipeline;

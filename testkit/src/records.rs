@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
-use rdkafka::message::Headers;
+use rdkafka::message::BorrowedMessage;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
 
+use crate::c_api::message_headers;
 use crate::Broker;
 
 /// A producer context that keeps every delivery failure, so a test sees them.
@@ -52,20 +53,18 @@ pub struct TestRecord {
 }
 
 impl TestRecord {
-    /// A record as a consumer read it: key, value, every header and the timestamp.
-    pub fn from_message(m: &impl Message) -> Self {
+    /// A record as a consumer read it: key, value, every header and the timestamp. A header
+    /// name that is not UTF-8 is kept lossily here (rdkafka's own header reader would panic);
+    /// [`crate::c_api`] reads names as bytes.
+    pub fn from_message(m: &BorrowedMessage<'_>) -> Self {
         Self {
             partition: m.partition(),
             key: m.key().map(<[u8]>::to_vec),
             value: m.payload().map(<[u8]>::to_vec),
-            headers: m
-                .headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| (h.key.to_string(), h.value.map(<[u8]>::to_vec)))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            headers: message_headers(m)
+                .into_iter()
+                .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v))
+                .collect(),
             timestamp: m.timestamp().to_millis().unwrap_or(-1),
         }
     }

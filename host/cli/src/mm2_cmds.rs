@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
+use refract_kafka::headers::RawHeaders;
 
 use refract_config::{names, ClientRole, Cluster, Pipeline, PluginSpec};
 use refract_kafka::clients::Authenticated;
@@ -126,9 +126,9 @@ fn read_all(consumer: &BaseConsumer, topic: &str) -> Result<Vec<KeyValue>> {
             Some(Ok(m)) => {
                 next = m.offset() + 1;
                 if let (Some(k), Some(v)) = (m.key(), m.payload()) {
-                    let how = m.headers().and_then(|h| {
+                    let how = RawHeaders::of_message(&m).and_then(|h| {
                         h.iter()
-                            .find(|h| h.key == TRANSLATION_HEADER)
+                            .find(|h| h.key == TRANSLATION_HEADER.as_bytes())
                             .and_then(|h| h.value)
                             .map(|v| String::from_utf8_lossy(v).into_owned())
                     });

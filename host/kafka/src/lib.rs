@@ -17,6 +17,7 @@ pub mod clients;
 pub mod connect;
 pub mod coordinator;
 pub mod groups;
+pub mod headers;
 pub mod oauth;
 pub mod source_queue;
 

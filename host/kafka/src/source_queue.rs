@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::message::{Header, Headers, Timestamp};
+use rdkafka::message::Timestamp;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka_sys as ffi;
+
+use crate::headers::RawHeaders;
 
 /// The consumer queue of one source consumer; must not outlive it (it borrows it).
 pub struct SourceQueue<'c, C: ConsumerContext + 'static> {
@@ -217,7 +219,7 @@ pub struct SourceMessage<'c> {
     event: *mut ffi::rd_kafka_event_t,
     msg: *const ffi::rd_kafka_message_t,
     /// Its headers, parsed on first use (librdkafka parses them anew on every request).
-    headers: OnceCell<Option<SourceHeaders>>,
+    headers: OnceCell<Option<RawHeaders<'c>>>,
     _consumer: PhantomData<&'c ()>,
 }
 
@@ -293,45 +295,16 @@ impl SourceMessage<'_> {
         }
     }
 
-    /// The headers, `None` when the record has none.
-    pub fn headers(&self) -> Option<&SourceHeaders> {
-        self.headers
-            .get_or_init(|| {
-                let mut hdrs = std::ptr::null_mut();
-                // SAFETY: the message is alive; `hdrs` is a valid out-pointer and the headers
-                // it receives belong to the message (freed with its event).
-                let err = unsafe { ffi::rd_kafka_message_headers(self.msg, &mut hdrs) };
-                (err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && !hdrs.is_null())
-                    .then_some(SourceHeaders { ptr: hdrs })
-            })
-            .as_ref()
-    }
-}
-
-/// The headers of a [`SourceMessage`], borrowed from it.
-pub struct SourceHeaders {
-    ptr: *mut ffi::rd_kafka_headers_t,
-}
-
-impl Headers for SourceHeaders {
-    fn count(&self) -> usize {
-        // SAFETY: the headers live as long as their message.
-        unsafe { ffi::rd_kafka_header_cnt(self.ptr) }
-    }
-
-    fn try_get(&self, idx: usize) -> Option<Header<'_, &[u8]>> {
-        let (mut name, mut value, mut size) = (std::ptr::null(), std::ptr::null(), 0usize);
-        // SAFETY: the headers live as long as their message; the out-pointers are valid and
-        // receive pointers into the headers.
-        unsafe {
-            let err = ffi::rd_kafka_header_get_all(self.ptr, idx, &mut name, &mut value, &mut size);
-            if err != ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
-                return None;
-            }
-            Some(Header {
-                key: CStr::from_ptr(name).to_str().ok()?,
-                value: bytes(value, size),
-            })
-        }
+    /// The headers, `None` when the record has none. Names are bytes: see [`crate::headers`].
+    pub fn headers(&self) -> Option<RawHeaders<'_>> {
+        *self.headers.get_or_init(|| {
+            let mut hdrs = std::ptr::null_mut();
+            // SAFETY: the message is alive; `hdrs` is a valid out-pointer and the headers
+            // it receives belong to the message (freed with its event).
+            let err = unsafe { ffi::rd_kafka_message_headers(self.msg, &mut hdrs) };
+            (err == ffi::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && !hdrs.is_null())
+                // SAFETY: non-null and owned by the message, which outlives the borrow.
+                .then(|| unsafe { RawHeaders::from_ptr(hdrs) })
+        })
     }
 }

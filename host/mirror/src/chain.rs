@@ -38,8 +38,9 @@ pub struct Item<'m> {
     pub headers: Vec<HeaderPair<'m>>,
 }
 
-/// A header's name and value (`None` = null), borrowed until a processor replaces them.
-pub type HeaderPair<'m> = (Cow<'m, str>, Option<Cow<'m, [u8]>>);
+/// A header's name and value (`None` = null), borrowed until a processor replaces them. The
+/// name is bytes: Kafka does not require UTF-8 there, and a record is forwarded as it was read.
+pub type HeaderPair<'m> = (Cow<'m, [u8]>, Option<Cow<'m, [u8]>>);
 
 /// A record a processor failed on, bound for the dead-letter topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +189,8 @@ impl Chain {
             // One call per run of records bound for the same target topic.
             for run in runs_by_topic(items) {
                 let result = {
-                    let batch = view(&at, &run);
+                    let names = lossy_names(&run);
+                    let batch = view(&at, &run, &names);
                     stage.process(&batch)
                 };
                 match result {
@@ -228,8 +230,23 @@ fn runs_by_topic(items: Vec<Item<'_>>) -> Vec<Vec<Item<'_>>> {
     runs
 }
 
-/// The batch one call sends: borrowed from the items, nothing copied.
-fn view<'v>(at: &Position<'v>, items: &'v [Item<'_>]) -> BatchView<'v> {
+/// The header names in `items` that are not UTF-8, in order, as the text a plugin receives
+/// (the contract's `header.key` is a string): each invalid sequence becomes U+FFFD. Empty, and
+/// allocating nothing, in the usual case. A record a processor keeps still leaves with its
+/// original name bytes.
+fn lossy_names(items: &[Item<'_>]) -> Vec<String> {
+    items
+        .iter()
+        .flat_map(|i| &i.headers)
+        .filter(|(k, _)| std::str::from_utf8(k).is_err())
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .collect()
+}
+
+/// The batch one call sends: borrowed from the items, nothing copied; names that are not UTF-8
+/// are taken from `lossy`, [`lossy_names`] of the same items.
+fn view<'v>(at: &Position<'v>, items: &'v [Item<'_>], lossy: &'v [String]) -> BatchView<'v> {
+    let mut lossy = lossy.iter().map(String::as_str);
     BatchView {
         source_cluster: at.source_cluster,
         topic: at.source_topic,
@@ -246,7 +263,10 @@ fn view<'v>(at: &Position<'v>, items: &'v [Item<'_>]) -> BatchView<'v> {
                     .headers
                     .iter()
                     .map(|(k, v)| HeaderView {
-                        key: k,
+                        key: std::str::from_utf8(k)
+                            .ok()
+                            .or_else(|| lossy.next())
+                            .unwrap_or_default(),
                         value: v.as_deref(),
                     })
                     .collect(),
@@ -292,7 +312,7 @@ fn apply<'m>(
                     headers: r
                         .headers
                         .into_iter()
-                        .map(|h| (Cow::Owned(h.key), h.value.map(Cow::Owned)))
+                        .map(|h| (Cow::Owned(h.key.into_bytes()), h.value.map(Cow::Owned)))
                         .collect(),
                 });
             }
@@ -359,7 +379,9 @@ fn fail_run<'m>(
     }
     for item in run {
         let result = {
-            let single = view(at, std::slice::from_ref(&item));
+            let single = std::slice::from_ref(&item);
+            let names = lossy_names(single);
+            let single = view(at, single, &names);
             stage.process(&single)
         };
         match result {

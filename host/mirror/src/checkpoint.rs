@@ -13,9 +13,10 @@ use anyhow::{Context, Result};
 use rdkafka::admin::AdminClient;
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
+use refract_kafka::headers::RawHeaders;
 use tracing::{debug, info, warn};
 
 use refract_config::{names, ClientRole, Cluster, Flow, OffsetSyncsLocation, OffsetTranslation};
@@ -661,9 +662,9 @@ fn read_syncs(reader: &BaseConsumer, state: &mut State, next: &mut u64) -> i64 {
             match OffsetSync::decode(k, v) {
                 Ok(sync) => {
                     state.syncs.insert(&sync);
-                    let previous = m.headers().and_then(|h| {
+                    let previous = RawHeaders::of_message(&m).and_then(|h| {
                         h.iter()
-                            .find(|h| h.key == PREVIOUS_HEADER)
+                            .find(|h| h.key == PREVIOUS_HEADER.as_bytes())
                             .and_then(|h| parse_previous(h.value))
                     });
                     state.exact.insert(

@@ -40,8 +40,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::message::BorrowedMessage;
 use rdkafka::{Message, Offset, TopicPartitionList};
+use refract_kafka::headers::{RawHeader, RawHeaders};
 use sha2::{Digest, Sha256};
 
 use refract_config::{names, ClientRole, Cluster, Flow, PatternList, Pipeline};
@@ -105,7 +106,7 @@ impl Checksum {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         timestamp: Option<i64>,
-        headers: impl IntoIterator<Item = (&'a str, Option<&'a [u8]>)>,
+        headers: impl IntoIterator<Item = RawHeader<'a>>,
     ) {
         // Every field is self-delimiting (a presence tag, then a length), so no two different
         // records, or runs of records, feed the hasher the same bytes.
@@ -118,27 +119,25 @@ impl Checksum {
                 self.hasher.update(t.to_be_bytes());
             }
         }
-        for (k, v) in headers {
-            if k == PROVENANCE_HEADER {
+        for h in headers {
+            if h.key == PROVENANCE_HEADER.as_bytes() {
                 continue;
             }
             self.hasher.update([1]);
-            self.bytes(Some(k.as_bytes()));
-            self.bytes(v);
+            self.bytes(Some(h.key));
+            self.bytes(h.value);
         }
         self.hasher.update([0]);
     }
 
     /// Adds a record as read from Kafka.
     pub fn add_message(&mut self, m: &BorrowedMessage<'_>) {
-        let headers = m.headers();
+        let headers = RawHeaders::of_message(m);
         self.add(
             m.key(),
             m.payload(),
             m.timestamp().to_millis(),
-            headers
-                .into_iter()
-                .flat_map(|h| h.iter().map(|h| (h.key, h.value))),
+            headers.iter().flat_map(|h| h.iter()),
         );
     }
 
@@ -838,7 +837,15 @@ mod tests {
     fn sum(records: &[Rec<'_>]) -> Sum {
         let mut c = Checksum::new();
         for (k, v, t, h) in records {
-            c.add(*k, *v, *t, h.iter().copied());
+            c.add(
+                *k,
+                *v,
+                *t,
+                h.iter().map(|(key, value)| RawHeader {
+                    key: key.as_bytes(),
+                    value: *value,
+                }),
+            );
         }
         c.finish()
     }

@@ -6,12 +6,13 @@ use std::time::Duration;
 use anyhow::Result;
 
 use rdkafka::consumer::DefaultConsumerContext;
-use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::message::OwnedHeaders;
 
 use tracing::info;
 
 use crate::chain::{HeaderPair, Item};
 use crate::series::RecordEvent;
+use refract_kafka::headers::{self as raw_headers, RawHeader};
 use refract_kafka::source_queue::{Polled, SourceMessage, SourceQueue};
 
 use super::delivery::Sent;
@@ -75,7 +76,7 @@ impl Fetched<'_> {
             headers: headers
                 .map(|h| {
                     h.iter()
-                        .filter(|h| !restamp || h.key != PROVENANCE_HEADER)
+                        .filter(|h| !restamp || h.key != PROVENANCE_HEADER.as_bytes())
                         .map(|h| (Cow::Borrowed(h.key), h.value.map(Cow::Borrowed)))
                         .collect()
                 })
@@ -88,20 +89,16 @@ pub(super) fn owned_headers<'h: 'i, 'i>(
     headers: impl Iterator<Item = &'i HeaderPair<'h>>,
     extra: &[(&str, &str)],
 ) -> OwnedHeaders {
-    let mut out = OwnedHeaders::new_with_capacity(headers.size_hint().0 + extra.len());
-    for (k, v) in headers {
-        out = out.insert(Header {
-            key: k,
-            value: v.as_deref(),
-        });
-    }
-    for (k, v) in extra {
-        out = out.insert(Header {
-            key: k,
-            value: Some(v.as_bytes()),
-        });
-    }
-    out
+    let capacity = headers.size_hint().0 + extra.len();
+    let headers = headers.map(|(k, v)| RawHeader {
+        key: k.as_ref(),
+        value: v.as_deref(),
+    });
+    let extra = extra.iter().map(|(k, v)| RawHeader {
+        key: k.as_bytes(),
+        value: Some(v.as_bytes()),
+    });
+    raw_headers::copy(headers.chain(extra), capacity, None)
 }
 
 impl Run<'_> {
@@ -211,31 +208,20 @@ impl Run<'_> {
                     }
                     p[i].sent(offset, 1);
                 }
+                // Names are copied as bytes: one that is not UTF-8 is legal and leaves as it came.
                 let headers = match &stamp {
-                    None => headers.map(|h| {
-                        h.iter()
-                            .fold(OwnedHeaders::new_with_capacity(h.count()), |acc, hd| {
-                                acc.insert(Header {
-                                    key: hd.key,
-                                    value: hd.value,
-                                })
-                            })
-                    }),
+                    None => headers.map(|h| raw_headers::copy(h.iter(), h.count(), None)),
                     Some(stamp) => {
-                        let mut out =
-                            OwnedHeaders::new_with_capacity(headers.map_or(0, |h| h.count()) + 1);
-                        if let Some(h) = headers {
-                            for hd in h.iter().filter(|hd| hd.key != PROVENANCE_HEADER) {
-                                out = out.insert(Header {
-                                    key: hd.key,
-                                    value: hd.value,
-                                });
-                            }
-                        }
-                        Some(out.insert(Header {
-                            key: PROVENANCE_HEADER,
-                            value: Some(stamp.as_bytes()),
-                        }))
+                        let copied = raw_headers::copy(
+                            headers.iter().flat_map(|h| h.iter()),
+                            headers.map_or(0, |h| h.count()) + 1,
+                            Some(PROVENANCE_HEADER),
+                        );
+                        Some(raw_headers::push(
+                            copied,
+                            PROVENANCE_HEADER.as_bytes(),
+                            Some(stamp.as_bytes()),
+                        ))
                     }
                 };
                 let output = Output {
@@ -336,7 +322,9 @@ impl Run<'_> {
                     .and_then(|j| stamps[j]);
                 let headers = match stamp {
                     Some(stamp) => owned_headers(
-                        f.headers.iter().filter(|(k, _)| k != PROVENANCE_HEADER),
+                        f.headers
+                            .iter()
+                            .filter(|(k, _)| **k != *PROVENANCE_HEADER.as_bytes()),
                         &[(PROVENANCE_HEADER, stamp)],
                     ),
                     None => owned_headers(f.headers.iter(), &[]),

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use rdkafka::message::Headers;
+use refract_kafka::headers::RawHeaders;
 
 /// Header naming the clusters a record has been mirrored from, oldest first, comma-separated.
 pub const PROVENANCE_HEADER: &str = "refract.provenance";
@@ -11,17 +11,12 @@ pub const PROVENANCE_HEADER: &str = "refract.provenance";
 /// The provenance header value for a record mirrored from `source` to `target`: the clusters it
 /// already passed through plus `source`. `None` when it passed through `target` already (sending
 /// it there again would be a loop).
-pub fn provenance<'s, H: Headers>(
-    headers: Option<&H>,
+pub fn provenance<'s>(
+    headers: Option<RawHeaders<'_>>,
     source: &'s str,
     target: &str,
 ) -> Option<Cow<'s, str>> {
-    let previous = headers.and_then(|h| {
-        h.iter()
-            .filter(|hd| hd.key == PROVENANCE_HEADER)
-            .last()
-            .and_then(|hd| hd.value)
-    });
+    let previous = headers.and_then(|h| h.last(PROVENANCE_HEADER).flatten());
     match previous {
         // The common case, a record produced on the source: no allocation.
         None | Some(b"") => Some(Cow::Borrowed(source)),
