@@ -10,8 +10,7 @@ use std::borrow::Cow;
 
 use refract_config::OnError;
 use refract_plugin::{
-    cut_head, BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, TrapKind,
-    MESSAGE_CAP,
+    cut_head, BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, MESSAGE_CAP,
 };
 use refract_telemetry::Metrics;
 
@@ -108,20 +107,7 @@ impl Stage {
         let started = std::time::Instant::now();
         let result = self.processor.process(batch);
         if let Some(m) = &self.metrics {
-            m.calls.inc();
-            m.call_duration.observe_duration(started.elapsed());
-            if let Err(e) = &result {
-                m.errors.inc();
-                if matches!(
-                    e,
-                    PluginError::Trap {
-                        kind: TrapKind::Deadline,
-                        ..
-                    }
-                ) {
-                    m.timeouts.inc();
-                }
-            }
+            m.count_call(started.elapsed(), &result);
         }
         result
     }

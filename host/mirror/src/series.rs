@@ -47,6 +47,9 @@ pub mod names {
     pub const PLUGIN_TIMEOUTS_TOTAL: &str = "refract_plugin_timeouts_total";
     /// Duration of plugin calls, per plugin and flow.
     pub const PLUGIN_CALL_DURATION_SECONDS: &str = "refract_plugin_call_duration_seconds";
+    /// Plugin calls a sandbox budget stopped, per plugin, flow and limit (`deadline`,
+    /// `memory`, `outputs`, `bytes`).
+    pub const PLUGIN_LIMIT_HITS_TOTAL: &str = "refract_plugin_limit_hits_total";
     /// Records sent to the dead-letter topic, per flow.
     pub const DEAD_LETTERED_RECORDS_TOTAL: &str = "refract_dead_lettered_records_total";
     /// Records handed to the target producer (mirrored records and transform outputs; not dead
@@ -109,6 +112,7 @@ pub mod names {
         PLUGIN_ERRORS_TOTAL,
         PLUGIN_TIMEOUTS_TOTAL,
         PLUGIN_CALL_DURATION_SECONDS,
+        PLUGIN_LIMIT_HITS_TOTAL,
         DEAD_LETTERED_RECORDS_TOTAL,
         RECORDS_SENT_TOTAL,
         RECORDS_FILTERED_TOTAL,
@@ -163,6 +167,7 @@ const PLUGIN_ERRORS_HELP: &str =
 const PLUGIN_TIMEOUTS_HELP: &str =
     "Plugin calls interrupted for exceeding their time limit (calls).";
 const PLUGIN_DURATION_HELP: &str = "Wall-clock duration of one plugin call (seconds).";
+const PLUGIN_LIMIT_HITS_HELP: &str = "Plugin calls stopped by a sandbox budget: deadline (call_timeout), memory (memory_limit), outputs (max_outputs_per_record, max_outputs_per_call) or bytes (max_output_bytes) (calls).";
 const DEAD_LETTERED_HELP: &str =
     "Records a processor failed on that were sent to the flow's dead-letter topic (records).";
 const SKIPPED_HELP: &str =
@@ -345,6 +350,43 @@ pub struct PluginMetrics {
     pub timeouts: Counter,
     /// Observe each call's duration.
     pub call_duration: Histogram,
+    /// Count calls a sandbox budget stopped, one counter per
+    /// [`SANDBOX_BUDGETS`](refract_plugin::SANDBOX_BUDGETS) entry, in its order.
+    pub limit_hits: [Counter; 4],
+}
+
+impl PluginMetrics {
+    /// Counts one call that took `elapsed` and ended with `result`: a failure counts as an
+    /// error, and a call a sandbox budget stopped also counts under its limit (a timeout also
+    /// in `refract_plugin_timeouts_total`).
+    pub fn count_call<T>(
+        &self,
+        elapsed: std::time::Duration,
+        result: &Result<T, refract_plugin::PluginError>,
+    ) {
+        self.calls.inc();
+        self.call_duration.observe_duration(elapsed);
+        let Err(e) = result else {
+            return;
+        };
+        self.errors.inc();
+        if matches!(
+            e,
+            refract_plugin::PluginError::Trap {
+                kind: refract_plugin::TrapKind::Deadline,
+                ..
+            }
+        ) {
+            self.timeouts.inc();
+        }
+        let budget = e.budget();
+        if let Some(at) = refract_plugin::SANDBOX_BUDGETS
+            .iter()
+            .position(|b| Some(*b) == budget)
+        {
+            self.limit_hits[at].inc();
+        }
+    }
 }
 
 /// Series of one flow in cluster mode, where several processes share the flow's tasks through
@@ -613,6 +655,17 @@ impl RefractSeries for Metrics {
                 PLUGIN_CALL_DURATION_BUCKETS,
                 &labels,
             )?,
+            limit_hits: {
+                let hits = |limit: &str| {
+                    self.counter(
+                        PLUGIN_LIMIT_HITS_TOTAL,
+                        PLUGIN_LIMIT_HITS_HELP,
+                        &[("plugin", plugin), ("flow", flow), ("limit", limit)],
+                    )
+                };
+                let [a, b, c, d] = refract_plugin::SANDBOX_BUDGETS;
+                [hits(a)?, hits(b)?, hits(c)?, hits(d)?]
+            },
         })
     }
 
@@ -835,6 +888,114 @@ mod tests {
         }
     }
 
+    /// A real plugin run out of each sandbox budget in turn (the hostile transform of
+    /// `plugins/testing/hostile`) counts once under that budget's `limit`, and nowhere else.
+    #[test]
+    fn each_sandbox_limit_a_plugin_hits_is_counted_under_its_label() {
+        use refract_config::{PluginLimitSettings, PluginLocation, PluginSpec};
+        use refract_plugin::{
+            guest_dir, BatchView, PluginLimits, PluginRuntime, Processor, ProcessorPlugin,
+            RecordView,
+        };
+        let runtime = PluginRuntime::new(PluginLimits::default()).unwrap();
+        let m = Metrics::new();
+        let metrics = m.plugin("hostile", "a->b").unwrap();
+        let none = PluginLimitSettings::default();
+        let cases = [
+            (
+                "deadline",
+                "attack = \"spin-clock\"",
+                PluginLimitSettings {
+                    call_timeout: Some(std::time::Duration::from_millis(100)),
+                    ..none
+                },
+            ),
+            (
+                // One 32 MiB value, in an instance allowed 16 MiB.
+                "memory",
+                "attack = \"big-copies\"\ncount = 1\nsize = 33554432",
+                PluginLimitSettings {
+                    memory_limit: Some(16 << 20),
+                    ..none
+                },
+            ),
+            (
+                "outputs",
+                "attack = \"fan-out\"\ncount = 11",
+                PluginLimitSettings {
+                    max_outputs_per_record: Some(10),
+                    ..none
+                },
+            ),
+            (
+                "bytes",
+                "attack = \"big-copies\"\ncount = 4\nsize = 524288",
+                PluginLimitSettings {
+                    max_output_bytes: Some(1 << 20),
+                    ..none
+                },
+            ),
+        ];
+        let hits = |text: &str, limit: &str| {
+            let series = format!(
+                "refract_plugin_limit_hits_total{{flow=\"a->b\",limit=\"{limit}\",plugin=\"hostile\"}} "
+            );
+            samples(text)
+                .iter()
+                .find_map(|l| l.strip_prefix(series.as_str()))
+                .map(|v| v.to_string())
+        };
+        let before = m.render();
+        for (limit, _, _) in &cases {
+            assert_eq!(hits(&before, limit).as_deref(), Some("0"), "{limit}");
+        }
+        for (n, (limit, attack, limits)) in cases.into_iter().enumerate() {
+            let spec = PluginSpec {
+                location: PluginLocation::File(guest_dir().join("hostile.wasm")),
+                config: format!("{attack}\non = \"x\""),
+                key: "flow[0].processors[0]".into(),
+                limits,
+            };
+            let mut processor = Processor::new(ProcessorPlugin::load(&runtime, &spec).unwrap());
+            let record = RecordView {
+                partition: 0,
+                offset: 0,
+                timestamp_ms: 0,
+                key: None,
+                value: Some(b"x"),
+                headers: vec![],
+            };
+            let batch = BatchView {
+                source_cluster: "a",
+                topic: "t",
+                target_topic: "a.t",
+                records: vec![record],
+            };
+            let started = std::time::Instant::now();
+            let result = processor.process(&batch);
+            assert_eq!(
+                result.as_ref().err().and_then(|e| e.budget()),
+                Some(limit),
+                "{result:?}"
+            );
+            metrics.count_call(started.elapsed(), &result);
+            let text = m.render();
+            for (i, other) in refract_plugin::SANDBOX_BUDGETS.iter().enumerate() {
+                let want = if i <= n { "1" } else { "0" };
+                assert_eq!(
+                    hits(&text, other).as_deref(),
+                    Some(want),
+                    "{limit}: {other}"
+                );
+            }
+        }
+        let text = m.render();
+        assert!(samples(&text)
+            .contains(&r#"refract_plugin_errors_total{flow="a->b",plugin="hostile"} 4"#));
+        assert!(samples(&text)
+            .contains(&r#"refract_plugin_timeouts_total{flow="a->b",plugin="hostile"} 1"#));
+    }
+
     #[test]
     fn flow_state_is_one_hot_and_drives_up() {
         let m = Metrics::new();
@@ -901,8 +1062,8 @@ mod tests {
         m.plugin("mask", "other").unwrap();
         m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
         // 6 state + up + inflight + 5 record events + dropped + throttled + 2 transactions
-        // + 1 duration + 4 plugin series + degraded.
-        assert_eq!(m.remove_flow("a->b"), 23);
+        // + 1 duration + 4 plugin series + 4 plugin limit hits + degraded.
+        assert_eq!(m.remove_flow("a->b"), 27);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
     }
@@ -1199,8 +1360,8 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 12 flow (inflight, 5 record
         // events, the deprecated dropped, throttled, transactions, transaction duration, up,
-        // state) + 4 plugin + reloads + 2 partition + 5 cluster + lost.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 12 + 4 + 1 + 2 + 5 + 1);
+        // state) + 5 plugin + reloads + 2 partition + 5 cluster + lost.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 12 + 5 + 1 + 2 + 5 + 1);
         // Every name in `ALL` was registered.
         for name in ALL {
             assert!(

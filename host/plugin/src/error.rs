@@ -123,11 +123,39 @@ impl TrapKind {
     }
 }
 
+/// The sandbox budgets a call can run out of, as [`TrapKind::budget`] names them (the `limit`
+/// label of `refract_plugin_limit_hits_total`).
+pub const SANDBOX_BUDGETS: [&str; 4] = ["deadline", "memory", "outputs", "bytes"];
+
+impl TrapKind {
+    /// Which sandbox budget stopped the call, one of [`SANDBOX_BUDGETS`]: `deadline`
+    /// (`call_timeout`), `memory` (`memory_limit` and the counts of memories, tables and
+    /// instances), `outputs` (`max_outputs_per_record`, `max_outputs_per_call`) or `bytes`
+    /// (`max_output_bytes`); `None` for the guest's own failure.
+    pub fn budget(self) -> Option<&'static str> {
+        match self {
+            Self::Deadline => Some(SANDBOX_BUDGETS[0]),
+            Self::Memory => Some(SANDBOX_BUDGETS[1]),
+            Self::OutputsPerRecord | Self::OutputsPerCall => Some(SANDBOX_BUDGETS[2]),
+            Self::OutputBytes => Some(SANDBOX_BUDGETS[3]),
+            Self::Guest => None,
+        }
+    }
+}
+
 impl PluginError {
     /// The pipeline setting of the sandbox limit that stopped the plugin, if one did.
     pub fn limit(&self) -> Option<&'static str> {
         match self {
             Self::Trap { kind, .. } => kind.setting(),
+            _ => None,
+        }
+    }
+
+    /// The sandbox budget that stopped the plugin ([`TrapKind::budget`]), if one did.
+    pub fn budget(&self) -> Option<&'static str> {
+        match self {
+            Self::Trap { kind, .. } => kind.budget(),
             _ => None,
         }
     }
@@ -209,4 +237,33 @@ pub(crate) fn describe_trap(
         None => format!("{trap}; plugin stderr{cut}: {shown}"),
     };
     (TrapKind::Guest, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_names_its_budget_and_its_setting() {
+        let cases = [
+            (TrapKind::Deadline, Some("deadline"), Some("call_timeout")),
+            (TrapKind::Memory, Some("memory"), Some("memory_limit")),
+            (
+                TrapKind::OutputsPerRecord,
+                Some("outputs"),
+                Some("max_outputs_per_record"),
+            ),
+            (
+                TrapKind::OutputsPerCall,
+                Some("outputs"),
+                Some("max_outputs_per_call"),
+            ),
+            (TrapKind::OutputBytes, Some("bytes"), Some("max_output_bytes")),
+            (TrapKind::Guest, None, None),
+        ];
+        for (kind, budget, setting) in cases {
+            assert_eq!((kind.budget(), kind.setting()), (budget, setting), "{kind:?}");
+            assert!(budget.is_none_or(|b| SANDBOX_BUDGETS.contains(&b)));
+        }
+    }
 }
