@@ -1,8 +1,10 @@
-//! `/health` without a handler thread: a thread of the endpoint's asks [`Endpoints::health`]
-//! every [`HEALTH_REFRESH`] and publishes the answer, and a probe is answered on the endpoint's
-//! own thread from the last one published. A probe therefore waits for no handler thread, no
-//! queue and no lock that anyone holds longer than it takes to swap an `Arc`, however many
-//! `/metrics` and `/status` requests arrive at once or however long a reload runs.
+//! `/health` without a handler thread: a thread of the endpoint's reads
+//! [`Endpoints::health`] when a probe asks (and every [`HEALTH_REFRESH`] anyway) and publishes
+//! the reading; a probe is answered on the endpoint's own thread from the published reading,
+//! waiting at most [`FRESH_WAIT`] for one taken after it arrived. A probe therefore waits for
+//! no handler thread, no queue and no lock that anyone holds longer than it takes to swap an
+//! `Arc`, however many `/metrics` and `/status` requests arrive at once or however long a
+//! reload runs; and in the usual case it still sees the state as of its own arrival.
 
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -10,48 +12,67 @@ use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
 use hyper::StatusCode;
+use tokio::sync::watch;
 
 use super::pool::Threads;
 use super::{Endpoints, HANDLER_TIMEOUT};
 
-/// How often the health is read; a probe's answer is at most this old.
+/// How often the health is read when no probe asks.
 pub const HEALTH_REFRESH: Duration = Duration::from_millis(250);
-/// A health read older than this (the handler is stuck) is not trusted: `/health` is 503, as it
+/// How long a probe waits for a reading taken after it arrived before it is answered from the
+/// last one (the handler is slow).
+pub const FRESH_WAIT: Duration = Duration::from_millis(100);
+/// A reading older than this (the handler is stuck) is not trusted: `/health` is 503, as it
 /// was when a handler did not answer within [`HANDLER_TIMEOUT`].
 const HEALTH_STALE: Duration = HANDLER_TIMEOUT;
-/// How long [`Health::start`] waits for the first read, so that the first probe has an answer.
+/// How long [`Health::start`] waits for the first reading, so that the first probe has one.
 const FIRST_READ: Duration = Duration::from_secs(1);
 
-/// One read of the health.
+/// One reading of the health.
 struct Reading {
     healthy: bool,
     body: Bytes,
+    /// When the read began: a probe that arrived before it may take it as fresh.
+    started: Instant,
+    /// When it ended.
     taken: Instant,
 }
 
+/// The last reading, published for the probes.
+type Published = Option<Arc<Reading>>;
+
+/// What the reading thread waits for.
 #[derive(Default)]
-struct Inner {
-    latest: Option<Arc<Reading>>,
+struct Flags {
+    /// A probe wants a fresh reading.
+    asked: bool,
     stop: bool,
+    /// Readings published so far.
+    readings: u64,
 }
 
-/// What the reading thread and the probes share.
+/// Wakes the reading thread, and tells [`Health::start`] about the first reading.
 #[derive(Default)]
-struct State {
-    inner: Mutex<Inner>,
-    /// A new reading, or the stop.
+struct Wake {
+    flags: Mutex<Flags>,
     changed: Condvar,
 }
 
-impl State {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+impl Wake {
+    fn lock(&self) -> MutexGuard<'_, Flags> {
+        self.flags.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, f: impl FnOnce(&mut Flags)) {
+        f(&mut self.lock());
+        self.changed.notify_all();
     }
 }
 
-/// The published health and the thread that keeps it fresh; stops on drop.
+/// The published health and the thread that reads it; stops on drop.
 pub(super) struct Health {
-    state: Arc<State>,
+    wake: Arc<Wake>,
+    published: watch::Receiver<Published>,
     threads: Threads,
 }
 
@@ -59,54 +80,73 @@ impl Health {
     /// Starts reading `handler`'s health; returns once the first reading is published (or
     /// after [`FIRST_READ`], if the handler is that slow).
     pub(super) fn start(handler: Arc<dyn Endpoints>) -> io::Result<Self> {
-        let state = Arc::new(State::default());
+        let wake = Arc::new(Wake::default());
+        let (publish, published) = watch::channel(None);
         let mut threads = Threads::new();
-        let reader = Arc::clone(&state);
-        threads.spawn("refract-http-health", move || read(&*handler, &reader))?;
-        let guard = state.lock();
-        let _ = state
+        let reader = Arc::clone(&wake);
+        threads.spawn("refract-http-health", move || {
+            read(&*handler, &reader, &publish)
+        })?;
+        let flags = wake.lock();
+        let _ = wake
             .changed
-            .wait_timeout_while(guard, FIRST_READ, |i| i.latest.is_none())
+            .wait_timeout_while(flags, FIRST_READ, |f| f.readings == 0)
             .unwrap_or_else(|e| e.into_inner());
-        Ok(Self { state, threads })
+        Ok(Self {
+            wake,
+            published,
+            threads,
+        })
     }
 
-    /// The answer to a probe: the status and body of the last reading.
-    pub(super) fn answer(&self) -> (StatusCode, Bytes) {
-        let latest = self.state.lock().latest.clone();
-        match latest {
-            None => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Bytes::from_static(b"starting: the health has not been read yet\n"),
-            ),
-            Some(r) if r.taken.elapsed() > HEALTH_STALE => {
-                let age = r.taken.elapsed().as_secs();
-                let said = String::from_utf8_lossy(&r.body);
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Bytes::from(format!(
-                        "unknown: reading the health has taken over {HEALTH_STALE:?}; the last reading ({age} s ago) said:\n{said}"
-                    )),
-                )
-            }
-            Some(r) if r.healthy => (StatusCode::OK, r.body.clone()),
-            Some(r) => (StatusCode::SERVICE_UNAVAILABLE, r.body.clone()),
-        }
+    /// The answer to a probe: the status and body of a reading taken after it arrived, or of
+    /// the last one if none comes within [`FRESH_WAIT`].
+    pub(super) async fn answer(&self) -> (StatusCode, Bytes) {
+        let arrived = Instant::now();
+        self.wake.set(|f| f.asked = true);
+        let mut published = self.published.clone();
+        let fresh = |r: &Published| r.as_ref().is_some_and(|r| r.started >= arrived);
+        let _ = tokio::time::timeout(FRESH_WAIT, published.wait_for(fresh)).await;
+        let latest = published.borrow().clone();
+        verdict(latest.as_deref(), Instant::now())
     }
 }
 
 impl Drop for Health {
     fn drop(&mut self) {
-        self.state.lock().stop = true;
-        self.state.changed.notify_all();
+        self.wake.set(|f| f.stop = true);
         self.threads.join_within(Duration::from_secs(1));
     }
 }
 
-/// The reading thread: reads, publishes, waits [`HEALTH_REFRESH`], until stopped.
-fn read(handler: &dyn Endpoints, state: &State) {
+/// What a probe is told at `now` when `latest` is the last reading.
+fn verdict(latest: Option<&Reading>, now: Instant) -> (StatusCode, Bytes) {
+    match latest {
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Bytes::from_static(b"starting: the health has not been read yet\n"),
+        ),
+        Some(r) if now.saturating_duration_since(r.taken) > HEALTH_STALE => {
+            let age = now.saturating_duration_since(r.taken).as_secs();
+            let said = String::from_utf8_lossy(&r.body);
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Bytes::from(format!(
+                    "unknown: reading the health has taken over {HEALTH_STALE:?}; the last reading ({age} s ago) said:\n{said}"
+                )),
+            )
+        }
+        Some(r) if r.healthy => (StatusCode::OK, r.body.clone()),
+        Some(r) => (StatusCode::SERVICE_UNAVAILABLE, r.body.clone()),
+    }
+}
+
+/// The reading thread: reads and publishes when a probe asks or [`HEALTH_REFRESH`] has passed,
+/// until stopped.
+fn read(handler: &dyn Endpoints, wake: &Wake, publish: &watch::Sender<Published>) {
     let mut panicked = false;
     loop {
+        let started = Instant::now();
         let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.health()));
         let (healthy, body) = match read {
             Ok(answer) => {
@@ -121,21 +161,24 @@ fn read(handler: &dyn Endpoints, state: &State) {
                 (false, "internal error: the /health handler failed\n".into())
             }
         };
-        let reading = Arc::new(Reading {
+        publish.send_replace(Some(Arc::new(Reading {
             healthy,
             body: Bytes::from(body),
+            started,
             taken: Instant::now(),
-        });
-        let mut inner = state.lock();
-        inner.latest = Some(reading);
-        state.changed.notify_all();
-        let (inner, _) = state
+        })));
+        let mut flags = wake.lock();
+        flags.readings += 1;
+        wake.changed.notify_all();
+        let (mut flags, _) = wake
             .changed
-            .wait_timeout_while(inner, HEALTH_REFRESH, |i| !i.stop)
+            .wait_timeout_while(flags, HEALTH_REFRESH, |f| !f.asked && !f.stop)
             .unwrap_or_else(|e| e.into_inner());
-        if inner.stop {
+        if flags.stop {
             return;
         }
+        // Probes that ask from now on want a reading that starts after this point.
+        flags.asked = false;
     }
 }
 
@@ -172,69 +215,77 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_first_reading_is_there_at_start_and_changes_show_within_the_refresh() {
+    fn said(answer: (StatusCode, Bytes)) -> (u16, String) {
+        (
+            answer.0.as_u16(),
+            String::from_utf8_lossy(&answer.1).into_owned(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_probe_sees_the_state_as_of_its_arrival() {
         let probe = Arc::new(Probe::default());
         probe.healthy.store(true, Ordering::SeqCst);
         let health = Health::start(probe.clone()).unwrap();
         assert_eq!(
-            health.answer(),
-            (StatusCode::OK, Bytes::from_static(b"healthy true\n"))
+            probe.reads.load(Ordering::SeqCst),
+            1,
+            "read before start returns"
         );
-        probe.healthy.store(false, Ordering::SeqCst);
-        let changed = Instant::now();
-        let until = changed + Duration::from_secs(10);
-        while health.answer().0 == StatusCode::OK {
-            assert!(Instant::now() < until, "the change never showed");
-            std::thread::yield_now();
+        assert_eq!(said(health.answer().await), (200, "healthy true\n".into()));
+        for healthy in [false, true, false] {
+            probe.healthy.store(healthy, Ordering::SeqCst);
+            let asked = Instant::now();
+            let answer = said(health.answer().await);
+            assert_eq!(
+                answer,
+                (
+                    if healthy { 200 } else { 503 },
+                    format!("healthy {healthy}\n")
+                )
+            );
+            assert!(asked.elapsed() < FRESH_WAIT, "{:?}", asked.elapsed());
         }
-        assert!(
-            changed.elapsed() < HEALTH_REFRESH * 4,
-            "{:?}",
-            changed.elapsed()
-        );
-        assert_eq!(
-            health.answer(),
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Bytes::from_static(b"healthy false\n")
-            )
-        );
     }
 
-    #[test]
-    fn a_stuck_handler_is_answered_from_the_last_reading_then_as_unknown() {
+    #[tokio::test]
+    async fn a_stuck_handler_is_answered_from_the_last_reading() {
         let probe = Arc::new(Probe::default());
         probe.healthy.store(true, Ordering::SeqCst);
         probe.stuck.store(true, Ordering::SeqCst);
         let health = Health::start(probe.clone()).unwrap();
-        // The second read is stuck: probes are answered at once from the first.
-        let started = Instant::now();
-        for _ in 0..100 {
-            assert_eq!(health.answer().0, StatusCode::OK);
+        // The second read never ends: each probe waits FRESH_WAIT, then gets the first.
+        for _ in 0..3 {
+            let asked = Instant::now();
+            assert_eq!(said(health.answer().await), (200, "healthy true\n".into()));
+            let took = asked.elapsed();
+            assert!(took >= FRESH_WAIT && took < FRESH_WAIT * 5, "{took:?}");
         }
-        assert!(started.elapsed() < Duration::from_millis(100));
-        // Pretend the reading is older than the staleness limit.
-        {
-            let mut inner = health.state.lock();
-            let old = inner.latest.take().unwrap();
-            inner.latest = Some(Arc::new(Reading {
-                healthy: true,
-                body: old.body.clone(),
-                taken: Instant::now()
-                    .checked_sub(HEALTH_STALE + Duration::from_secs(1))
-                    .unwrap(),
-            }));
-        }
-        let (status, body) = health.answer();
-        let body = String::from_utf8_lossy(&body).into_owned();
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert!(
-            body.starts_with("unknown: reading the health has taken over 5s")
-                && body.ends_with("said:\nhealthy true\n"),
-            "{body}"
-        );
         probe.stuck.store(false, Ordering::SeqCst);
-        drop(health);
+    }
+
+    #[test]
+    fn verdicts() {
+        let now = Instant::now();
+        let reading = |healthy, age: Duration| Reading {
+            healthy,
+            body: Bytes::from_static(b"a->b: running\n"),
+            started: now - age,
+            taken: now - age,
+        };
+        let cases = [
+            (None, 503, "starting: the health has not been read yet\n"),
+            (Some(reading(true, Duration::ZERO)), 200, "a->b: running\n"),
+            (Some(reading(false, Duration::ZERO)), 503, "a->b: running\n"),
+            (Some(reading(true, HEALTH_STALE)), 200, "a->b: running\n"),
+            (
+                Some(reading(true, HEALTH_STALE + Duration::from_secs(2))),
+                503,
+                "unknown: reading the health has taken over 5s; the last reading (7 s ago) said:\na->b: running\n",
+            ),
+        ];
+        for (latest, status, body) in cases {
+            assert_eq!(said(verdict(latest.as_ref(), now)), (status, body.into()));
+        }
     }
 }

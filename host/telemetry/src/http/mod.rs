@@ -23,8 +23,8 @@
 //!   answered is the newcomer closed unanswered. Idle and slow clients therefore never keep
 //!   a probe out.
 //! - `/health` is answered on the endpoint's own thread from the health a thread of its own
-//!   reads every [`HEALTH_REFRESH`] (`health.rs`): it waits for no handler thread, no queue and
-//!   no lock a reload holds.
+//!   reads when a probe asks (`health.rs`), waiting at most [`FRESH_WAIT`] for a fresh reading:
+//!   it needs no handler thread, no place in a queue and no lock a reload holds.
 //! - `/metrics` and `/status` run on [`HANDLER_THREADS`] threads behind a queue of at most
 //!   [`HANDLER_QUEUE`] requests (`pool.rs`), with [`HANDLER_TIMEOUT`]; a request that finds the
 //!   queue full is answered 503 with `Retry-After` at once, and a queued one whose client is
@@ -59,7 +59,7 @@ use tokio::sync::oneshot;
 use access::Access;
 use connections::{Connection, Connections, Phase};
 use health::Health;
-pub use health::HEALTH_REFRESH;
+pub use health::{FRESH_WAIT, HEALTH_REFRESH};
 use pool::Pool;
 pub use tls::TlsFiles;
 
@@ -476,7 +476,7 @@ async fn route(
     let handler = Arc::clone(&shared.handler);
     let (content_type, body): (_, Box<dyn FnOnce() -> String + Send>) = match endpoint {
         Endpoint::Health => {
-            let (status, body) = shared.health.answer();
+            let (status, body) = shared.health.answer().await;
             let mut response = Response::new(Full::new(body));
             *response.status_mut() = status;
             response.headers_mut().insert(
@@ -606,9 +606,11 @@ async fn reload(
     let spawned = std::thread::Builder::new()
         .name("refract-http-reload".into())
         .spawn(move || {
-            let _running = running;
             let outcome =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.reload(detailed)));
+            // Finished before it is answered: a client that reloads again once answered is
+            // never told that its own reload is still running.
+            drop(running);
             let _ = done.send(outcome.ok());
         });
     if let Err(e) = spawned {

@@ -143,18 +143,8 @@ fn endpoints_answer_with_status_type_and_body() {
 
     let health = get(&server, "GET", "/health");
     assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
-    // `/health` answers from a reading refreshed every HEALTH_REFRESH.
     fake.unhealthy.store(true, Ordering::SeqCst);
-    let changed = Instant::now();
-    let mut health = get(&server, "GET", "/health");
-    while health.status == 200 && changed.elapsed() < HEALTH_REFRESH * 20 {
-        health = get(&server, "GET", "/health");
-    }
-    assert!(
-        changed.elapsed() < HEALTH_REFRESH * 4,
-        "{:?}",
-        changed.elapsed()
-    );
+    let health = get(&server, "GET", "/health");
     assert_eq!(
         (health.status, health.body.as_str()),
         (503, "flow a->b halted\n")
