@@ -51,10 +51,12 @@ impl Value {
         }
     }
 
-    /// How the value of `key` may be shown: the references as written, a sensitive literal as
-    /// [`REDACTED`], anything else as it is.
+    /// How the value of `key` may be shown: the references as written (in a sensitive value,
+    /// with the literal text around them as [`REDACTED`]: `password=hunter2${env:X}` would show
+    /// half the secret), a sensitive literal as [`REDACTED`], anything else as it is.
     pub fn shown(&self, key: &str) -> String {
         match &self.written {
+            Some(written) if is_sensitive_key(key) => masked(written),
             Some(written) => written.clone(),
             None if is_sensitive_key(key) => REDACTED.to_string(),
             None => self.resolved.clone(),
@@ -62,13 +64,30 @@ impl Value {
     }
 }
 
-/// Never the resolved value: the references as written, or [`REDACTED`].
+/// Never the resolved value nor literal text (`Debug` does not know the key, so it assumes a
+/// secret): the references as written with [`REDACTED`] for the text around them, or
+/// [`REDACTED`].
 impl fmt::Debug for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.written {
-            Some(written) => write!(f, "{written:?}"),
+            Some(written) => write!(f, "{:?}", masked(written)),
             None => write!(f, "{REDACTED:?}"),
         }
+    }
+}
+
+/// `text` with each run of literal text between its references as [`REDACTED`], the
+/// references as written: `user=${env:U} password=s3cret` -> `[redacted]${env:U}[redacted]`.
+pub(crate) fn masked(text: &str) -> String {
+    match pieces(text) {
+        Ok(pieces) => pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(_) => REDACTED,
+                Piece::Reference(r) => r.whole,
+            })
+            .collect(),
+        Err(_) => REDACTED.to_string(),
     }
 }
 
@@ -285,8 +304,16 @@ pub(crate) fn redact_toml(text: &str) -> String {
     for line in text.lines() {
         let redacted = line.split_once(" = ").and_then(|(key, value)| {
             let name = key.trim().trim_matches('"');
-            (!key.trim_start().starts_with('#') && is_sensitive_key(name) && !value.contains("${"))
-                .then(|| format!("{key} = \"{REDACTED}\""))
+            (!key.trim_start().starts_with('#') && is_sensitive_key(name)).then(|| {
+                // A value with references keeps them; the literal text around them is a secret
+                // as much as a whole literal is.
+                let shown = if value.contains("${") {
+                    masked(value.trim().trim_matches('"'))
+                } else {
+                    REDACTED.to_string()
+                };
+                format!("{key} = \"{shown}\"")
+            })
         });
         out.push_str(redacted.as_deref().unwrap_or(line));
         out.push('\n');
@@ -309,6 +336,33 @@ mod tests {
 
     fn resolver(base: &Path) -> Resolver<'_> {
         Resolver { base, env: &env }
+    }
+
+    #[test]
+    fn literal_text_beside_a_reference_in_a_secret_is_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"${env:USER_X}\" password=\"hunter2${env:KAFKA_PASS}\";";
+        let v = resolver(dir.path()).resolve(written).unwrap();
+        let shown = v.shown("sasl.jaas.config");
+        let debug = format!("{v:?}");
+        for text in [&shown, &debug] {
+            assert!(!text.contains("hunter2") && !text.contains("PlainLoginModule"), "{text}");
+            assert!(!text.contains("s3cr3t-env") && !text.contains("alice"), "{text}");
+            assert!(text.contains("${env:KAFKA_PASS}") && text.contains("${env:USER_X}"), "{text}");
+        }
+        assert_eq!(
+            shown,
+            "[redacted]${env:USER_X}[redacted]${env:KAFKA_PASS}[redacted]"
+        );
+        // A setting that is not a secret still shows its text: it helps, and holds none.
+        let bootstrap = resolver(dir.path()).resolve("${env:USER_X}:9092").unwrap();
+        assert_eq!(bootstrap.shown("bootstrap.servers"), "${env:USER_X}:9092");
+        // A converted MM2 file shown for debugging: the same for a line with references.
+        let toml = format!("\"sasl.jaas.config\" = \"{}\"\n", "pw=hunter2${env:P}");
+        assert_eq!(
+            redact_toml(&toml),
+            "\"sasl.jaas.config\" = \"[redacted]${env:P}\"\n"
+        );
     }
 
     #[test]
