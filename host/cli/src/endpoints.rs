@@ -25,6 +25,7 @@ pub fn options(endpoint: &refract_config::Endpoint) -> Options {
             refract_config::ReloadAccess::Disabled => ReloadAccess::Disabled,
             refract_config::ReloadAccess::Open => ReloadAccess::Open,
             refract_config::ReloadAccess::Token(t) => ReloadAccess::Token(t.clone()),
+            refract_config::ReloadAccess::Closed => ReloadAccess::Closed,
         },
         tls: endpoint
             .tls
@@ -211,6 +212,67 @@ impl Endpoints for MirrorEndpoints {
 mod tests {
     use super::*;
     use refract_mirror::FlowStatus;
+    use std::io::{Read, Write};
+
+    /// The status and body of `POST /reload` (with `headers`) on `server`, asked on loopback.
+    fn post_reload(server: &refract_telemetry::http::Server, headers: &str) -> (u16, String) {
+        let port = server.local_addr().port();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            s,
+            "POST /reload HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}\r\n"
+        )
+        .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        (head[9..12].parse().unwrap(), body.to_owned())
+    }
+
+    /// From the pipeline file to the answer: a pipeline listening on every interface that says
+    /// nothing about reloading refuses `POST /reload` with 403 naming the keys that open it;
+    /// `reload = true` or a token opens it (here the mirror has not started, so an admitted
+    /// reload is 409 "still starting").
+    #[test]
+    fn a_non_loopback_listen_closes_reload_unless_the_pipeline_opens_it() {
+        let flows = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
+        let token = "0123456789abcdef0";
+        let cases = [
+            ("", "", 403),
+            ("reload = true\n", "", 409),
+            (
+                "reload_token = \"0123456789abcdef0\"\n",
+                "Authorization: Bearer 0123456789abcdef0\r\n",
+                409,
+            ),
+            ("reload_token = \"0123456789abcdef0\"\n", "", 401),
+            ("reload = false\n", "", 404),
+        ];
+        for (metrics, headers, want) in cases {
+            let text = format!("{flows}[metrics]\nlisten = \"0.0.0.0:0\"\n{metrics}");
+            let pipeline =
+                refract_config::Pipeline::parse_offline(std::path::Path::new("p.toml"), &text)
+                    .unwrap();
+            let listen = pipeline.metrics_listen.unwrap().to_string();
+            let server = refract_telemetry::http::serve(
+                &listen,
+                Arc::new(MirrorEndpoints::default()),
+                options(&pipeline.endpoint),
+            )
+            .unwrap();
+            let (status, body) = post_reload(&server, headers);
+            assert_eq!(status, want, "{metrics:?}: {body}");
+            if want == 403 {
+                assert!(
+                    body.contains("[metrics] reload_token") && body.contains("reload = true"),
+                    "{body}"
+                );
+            }
+            assert!(!body.contains(token), "{body}");
+        }
+    }
 
     #[test]
     fn health_names_each_degraded_partition() {

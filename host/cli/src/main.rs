@@ -307,7 +307,7 @@ fn run(path: &Path, targets: &[String], until_caught_up: bool, drain: Duration) 
 }
 
 /// Serves `[metrics]` on `addr`; says where, and warns when anyone who reaches a non-loopback
-/// address may reload.
+/// address may reload or the reload token would cross the network in plain HTTP.
 fn serve_endpoint(
     pipeline: &Pipeline,
     addr: std::net::SocketAddr,
@@ -328,16 +328,16 @@ fn serve_endpoint(
         "serving /metrics, /health, /status{reload} on {}",
         server.url()
     );
-    if pipeline.endpoint.reload == refract_config::ReloadAccess::Open && !addr.ip().is_loopback() {
-        tracing::warn!(
-            "{}: anyone who can reach {addr} may POST /reload: set [metrics] reload_token (or reload = false) to restrict it",
-            pipeline.file.display()
-        );
+    for warning in pipeline.endpoint.start_warnings(addr) {
+        tracing::warn!("{}: [metrics] {warning}", pipeline.file.display());
     }
     Ok(server)
 }
 
 /// What shutdown allows beyond the drain timeout: the commit after the drain and closing.
+        refract_config::ReloadAccess::Closed => {
+            " (POST /reload refused on this address: set [metrics] reload_token, or reload = true)"
+        }
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
 
 /// `--drain-timeout`: a duration like `30s`.

@@ -270,8 +270,8 @@ pub const KEYS: &[KeyDoc] = &[
     key("flow.processors.max_output_bytes", "size", Runtime("\"64MiB\""), "Bytes a call may pass to the host beyond the size of its input."),
     // [metrics]
     key("metrics.listen", "string", Required, "The address the endpoint listens on, e.g. `\"127.0.0.1:9464\"`."),
-    key("metrics.reload", "boolean", Bool(true), "Whether `POST /reload` reloads the pipeline; `false`: it answers 404."),
-    key("metrics.reload_token", "string", Unset("anyone who reaches the endpoint may reload"), "Only requests with `Authorization: Bearer <token>` may reload; at least 16 characters, usually `${file:…}`."),
+    key("metrics.reload", "boolean", Unset("`true` on a loopback `listen`; on any other address (`0.0.0.0` too) `POST /reload` answers 403 unless `reload_token` is set"), "Whether `POST /reload` reloads the pipeline; `false`: it answers 404. `true` lets anyone who reaches the endpoint reload when no `reload_token` is set (refract warns at start on a non-loopback `listen`)."),
+    key("metrics.reload_token", "string", Unset("see `reload`"), "Only requests with `Authorization: Bearer <token>` may reload; at least 16 characters, usually `${file:…}`. Over plain HTTP on a non-loopback `listen` refract warns at start that the token crosses the network in clear: set `tls_cert` and `tls_key`."),
     key("metrics.tls_cert", "string", Unset("plain HTTP"), "PEM certificate chain (leaf first) for HTTPS, relative to the pipeline file's folder; needs `tls_key`."),
     key("metrics.tls_key", "string", Unset("plain HTTP"), "PEM private key (unencrypted) for HTTPS; needs `tls_cert`."),
     key("metrics.allowed_hosts", "array of strings", Toml("[]"), "Host names requests may use besides IP addresses and `localhost` (no port)."),

@@ -180,11 +180,7 @@ impl Builder<'_> {
             }
             flows.push(f);
         }
-        let endpoint = match &raw.metrics {
-            None => Endpoint::default(),
-            Some(m) => self.endpoint(m)?,
-        };
-        let metrics_listen = match raw.metrics {
+        let metrics_listen: Option<std::net::SocketAddr> = match &raw.metrics {
             None => None,
             Some(m) => Some(m.listen.get_ref().parse().map_err(|e| {
                 self.loc.error(
@@ -196,6 +192,10 @@ impl Builder<'_> {
                     ),
                 )
             })?),
+        };
+        let endpoint = match (&raw.metrics, metrics_listen) {
+            (Some(m), Some(listen)) => self.endpoint(m, listen.ip())?,
+            _ => Endpoint::default(),
         };
         let cluster = match raw.cluster {
             None => None,

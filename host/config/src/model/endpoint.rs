@@ -1,8 +1,14 @@
 //! `[metrics]` beyond `listen`: who may `POST /reload` (nobody, anyone, or the holder of a
 //! token read through `${file:…}`/`${env:…}`), HTTPS files, and the host names requests may
 //! use. The endpoint itself lives in refract-telemetry; this is what the pipeline asks of it.
+//!
+//! Reloading is closed by default where it matters: on a `listen` address other hosts can
+//! reach, a pipeline that says nothing about reloading gets [`ReloadAccess::Closed`] (403), not
+//! an endpoint anyone on the network may reload; on a loopback address it stays open as
+//! before. [`reload_access`] is the whole rule.
 
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use toml::Spanned;
@@ -16,11 +22,15 @@ use crate::raw::RawMetrics;
 pub enum ReloadAccess {
     /// `reload = false`: nobody (404).
     Disabled,
-    /// `reload = true` (the default) without a token: anyone who can reach the endpoint.
+    /// `reload = true` without a token, or neither key on a loopback `listen`: anyone who can
+    /// reach the endpoint.
     #[default]
     Open,
     /// `reload_token`: only requests with `Authorization: Bearer <token>`.
     Token(String),
+    /// Neither `reload` nor `reload_token` on a `listen` address other hosts can reach: POST
+    /// /reload is refused (403) until one of them says who may reload.
+    Closed,
 }
 
 /// Never the token.
@@ -30,6 +40,7 @@ impl fmt::Debug for ReloadAccess {
             ReloadAccess::Disabled => "Disabled",
             ReloadAccess::Open => "Open",
             ReloadAccess::Token(_) => "Token([redacted])",
+            ReloadAccess::Closed => "Closed",
         })
     }
 }
@@ -69,19 +80,68 @@ impl Default for Endpoint {
     }
 }
 
+/// Whether other hosts can reach an endpoint listening on `ip`: anything but a loopback
+/// address (`0.0.0.0` and `::` listen on every interface).
+pub fn reachable_from_elsewhere(ip: IpAddr) -> bool {
+    !ip.to_canonical().is_loopback()
+}
+
+/// Who may `POST /reload`, from `reload`, the resolved `reload_token` and the `listen`
+/// address; `Err` (the problem with `reload_token`) when the two keys contradict each other.
+///
+/// | `reload` | `reload_token` | loopback `listen` | other `listen` |
+/// |---|---|---|---|
+/// | `false` | unset | disabled (404) | disabled (404) |
+/// | `false` | set | error | error |
+/// | `true` or unset | set | the token | the token |
+/// | `true` | unset | open | open (warned about at start) |
+/// | unset | unset | open | closed (403) |
+pub fn reload_access(
+    listen: IpAddr,
+    reload: Option<bool>,
+    token: Option<String>,
+) -> Result<ReloadAccess, &'static str> {
+    Ok(match (reload, token) {
+        (Some(false), Some(_)) => {
+            return Err("is set but `reload = false` disables POST /reload: remove one of them")
+        }
+        (Some(false), None) => ReloadAccess::Disabled,
+        (_, Some(token)) => ReloadAccess::Token(token),
+        (Some(true), None) => ReloadAccess::Open,
+        (None, None) if reachable_from_elsewhere(listen) => ReloadAccess::Closed,
+        (None, None) => ReloadAccess::Open,
+    })
+}
+
+impl Endpoint {
+    /// What to warn about when the endpoint starts on `listen`: reloading that anyone who
+    /// reaches a non-loopback address may do, and a reload token sent in plain text over the
+    /// network. Names the address, never the token.
+    pub fn start_warnings(&self, listen: SocketAddr) -> Vec<String> {
+        if !reachable_from_elsewhere(listen.ip()) {
+            return Vec::new();
+        }
+        match (&self.reload, &self.tls) {
+            (ReloadAccess::Open, _) => vec![format!(
+                "anyone who can reach {listen} may POST /reload (`reload = true` without a token): set [metrics] reload_token to restrict it"
+            )],
+            (ReloadAccess::Token(_), None) => vec![format!(
+                "the reload token travels in plain HTTP to {listen}: anyone who can see that traffic can take it and reload; serve HTTPS ([metrics] tls_cert and tls_key) or listen on a loopback address"
+            )],
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl Builder<'_> {
-    /// `[metrics]`'s access and TLS keys.
-    pub(super) fn endpoint(&self, raw: &RawMetrics) -> Result<Endpoint, ConfigError> {
-        let reload = match (&raw.reload, &raw.reload_token) {
-            (Some(enabled), Some(token)) if !*enabled.get_ref() => {
-                return self.err(
-                    token.span(),
-                    "metrics.reload_token".into(),
-                    "is set but `reload = false` disables POST /reload: remove one of them".into(),
-                )
-            }
-            (Some(enabled), None) if !*enabled.get_ref() => ReloadAccess::Disabled,
-            (_, Some(token)) => {
+    /// `[metrics]`'s access and TLS keys, for an endpoint on `listen`.
+    pub(super) fn endpoint(
+        &self,
+        raw: &RawMetrics,
+        listen: IpAddr,
+    ) -> Result<Endpoint, ConfigError> {
+        let token = match &raw.reload_token {
+            Some(token) => {
                 let value = self.resolve(token.span(), "metrics.reload_token", token.get_ref())?;
                 let token_text = value.resolved.trim().to_string();
                 if token_text.len() < 16 {
@@ -91,10 +151,19 @@ impl Builder<'_> {
                         "must be at least 16 characters (e.g. `openssl rand -hex 32` in a file read with ${file:…})".into(),
                     );
                 }
-                ReloadAccess::Token(token_text)
+                Some((token.span(), token_text))
             }
-            (_, None) => ReloadAccess::Open,
+            None => None,
         };
+        let (span, token) = token.unzip();
+        let reload = reload_access(listen, raw.reload.as_ref().map(|r| *r.get_ref()), token)
+            .or_else(|why| {
+                self.err(
+                    span.unwrap_or_default(),
+                    "metrics.reload_token".into(),
+                    why.into(),
+                )
+            })?;
         let path = |key: &str, v: &Spanned<String>| -> Result<PathBuf, ConfigError> {
             let value = self.resolve(v.span(), key, v.get_ref())?;
             let text = value.resolved.trim();
@@ -158,15 +227,129 @@ mod tests {
     const FLOWS: &str = "[clusters.a]\nbootstrap = \"h:1\"\n[clusters.b]\nbootstrap = \"h:2\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n";
 
     fn parse(metrics: &str) -> Result<Pipeline, ConfigError> {
+        parse_on("127.0.0.1:9464", metrics)
+    }
+
+    fn parse_on(listen: &str, metrics: &str) -> Result<Pipeline, ConfigError> {
         let env = |name: &str| match name {
             "RELOAD_TOKEN" => Ok("0123456789abcdef-from-env".to_string()),
             _ => Err(std::env::VarError::NotPresent),
         };
         Pipeline::parse_with_env(
             Path::new("/etc/refract/p.toml"),
-            &format!("{FLOWS}[metrics]\nlisten = \"127.0.0.1:9464\"\n{metrics}"),
+            &format!("{FLOWS}[metrics]\nlisten = \"{listen}\"\n{metrics}"),
             &env,
         )
+    }
+
+    /// Every combination of where the endpoint listens, whether a token is set and what
+    /// `reload` says, through the whole pipeline parser.
+    #[test]
+    fn reload_is_closed_by_default_off_loopback() {
+        use ReloadAccess::{Closed, Disabled, Open};
+        const TOKEN: &str = "reload_token = \"0123456789abcdef0\"\n";
+        let token = || ReloadAccess::Token("0123456789abcdef0".into());
+        let conflict = "is set but `reload = false` disables POST /reload";
+        // (reload line, token?, on loopback, elsewhere); Err: the message.
+        let cases: [(
+            &str,
+            bool,
+            Result<ReloadAccess, &str>,
+            Result<ReloadAccess, &str>,
+        ); 6] = [
+            ("", false, Ok(Open), Ok(Closed)),
+            ("reload = true\n", false, Ok(Open), Ok(Open)),
+            ("reload = false\n", false, Ok(Disabled), Ok(Disabled)),
+            ("", true, Ok(token()), Ok(token())),
+            ("reload = true\n", true, Ok(token()), Ok(token())),
+            ("reload = false\n", true, Err(conflict), Err(conflict)),
+        ];
+        for (reload, with_token, loopback, elsewhere) in cases {
+            let metrics = format!("{reload}{}", if with_token { TOKEN } else { "" });
+            for (listens, want) in [
+                (
+                    &[
+                        "127.0.0.1:9464",
+                        "127.0.0.2:1",
+                        "[::1]:9464",
+                        "[::ffff:127.0.0.1]:9",
+                    ][..],
+                    &loopback,
+                ),
+                (
+                    &[
+                        "0.0.0.0:9464",
+                        "10.0.0.7:9464",
+                        "[::]:9464",
+                        "[fd00::7]:9464",
+                    ][..],
+                    &elsewhere,
+                ),
+            ] {
+                for listen in listens {
+                    let got = parse_on(listen, &metrics).map(|p| p.endpoint.reload);
+                    match (got, want) {
+                        (Ok(got), Ok(want)) => assert_eq!(&got, want, "{listen} {metrics:?}"),
+                        (Err(e), Err(want)) => {
+                            let e = e.to_string();
+                            assert!(
+                                e.contains("metrics.reload_token") && e.contains(want),
+                                "{e}"
+                            );
+                        }
+                        (got, want) => panic!("{listen} {metrics:?}: {got:?}, want {want:?}"),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn start_warnings_name_the_address_never_the_token() {
+        let secret = "0123456789abcdef-secret";
+        let tls = Some(EndpointTls {
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+        });
+        let endpoint = |reload: ReloadAccess, tls: &Option<EndpointTls>| Endpoint {
+            reload,
+            tls: tls.clone(),
+            ..Endpoint::default()
+        };
+        let token = || ReloadAccess::Token(secret.into());
+        // (access, TLS, listen, what the warning says; None: no warning)
+        let cases = [
+            (
+                ReloadAccess::Open,
+                None,
+                "0.0.0.0:9464",
+                Some("anyone who can reach 0.0.0.0:9464 may POST /reload"),
+            ),
+            (ReloadAccess::Open, None, "127.0.0.1:9464", None),
+            (
+                token(),
+                None,
+                "10.0.0.7:9464",
+                Some("the reload token travels in plain HTTP to 10.0.0.7:9464"),
+            ),
+            (token(), None, "[::]:9464", Some("plain HTTP to [::]:9464")),
+            (token(), None, "[::1]:9464", None),
+            (token(), tls.clone(), "0.0.0.0:9464", None),
+            (ReloadAccess::Closed, None, "0.0.0.0:9464", None),
+            (ReloadAccess::Disabled, None, "0.0.0.0:9464", None),
+        ];
+        for (reload, tls, listen, want) in cases {
+            let shown = format!("{reload:?}");
+            let warnings = endpoint(reload, &tls).start_warnings(listen.parse().unwrap());
+            match want {
+                None => assert!(warnings.is_empty(), "{shown} {listen}: {warnings:?}"),
+                Some(want) => {
+                    assert_eq!(warnings.len(), 1, "{warnings:?}");
+                    assert!(warnings[0].contains(want), "{}", warnings[0]);
+                    assert!(!warnings[0].contains(secret), "{}", warnings[0]);
+                }
+            }
+        }
     }
 
     fn error(metrics: &str) -> String {

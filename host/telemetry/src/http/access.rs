@@ -87,13 +87,19 @@ impl Access {
     }
 
     /// Whether `POST /reload` may go ahead, and whether the caller presented the token (only
-    /// then does it get the reload's error details). 404 when reloading is disabled, 401
-    /// without the right token.
+    /// then does it get the reload's error details). 404 when reloading is disabled, 403 when
+    /// it is closed, 401 without the right token.
     pub(super) fn check_reload(&self, headers: &HeaderMap) -> Result<bool, Refusal> {
         match &self.reload {
             ReloadAccess::Disabled => Err(Refusal::new(
                 StatusCode::NOT_FOUND,
                 "not found: POST /reload is disabled ([metrics] reload = false)\n",
+            )),
+            ReloadAccess::Closed => Err(forbidden(
+                "POST /reload is closed: this endpoint listens on an address other hosts can reach \
+                 and nobody was allowed to reload; set [metrics] reload_token (then send \
+                 `Authorization: Bearer <token>`), or reload = true to let anyone who reaches it reload"
+                    .into(),
             )),
             ReloadAccess::Open => Ok(false),
             ReloadAccess::Token(token) => {
@@ -193,6 +199,12 @@ mod tests {
             };
         let disabled = access(ReloadAccess::Disabled, &[]);
         assert_eq!(code(&disabled, &[]), (404, false));
+        let closed = access(ReloadAccess::Closed, &[]);
+        assert_eq!(code(&closed, &[]), (403, false));
+        assert_eq!(
+            code(&closed, &[("authorization", "Bearer anything")]),
+            (403, false)
+        );
         let open = access(ReloadAccess::Open, &[]);
         assert_eq!(code(&open, &[]), (200, false));
         let token = access(ReloadAccess::Token("s3cret".into()), &[]);

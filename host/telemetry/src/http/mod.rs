@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `GET /metrics` | 200 `text/plain; version=0.0.4` | 503 with `Retry-After` (handlers busy) |
 //! | `GET /health` | 200 | 503 (unhealthy) |
-//! | `POST /reload` | 200 | 401 (token missing or wrong), 404 (`reload = false`), 409 (rejected, old config kept; or a reload already running) |
+//! | `POST /reload` | 200 | 401 (token missing or wrong), 403 ([`ReloadAccess::Closed`]), 404 (`reload = false`), 409 (rejected, old config kept; or a reload already running) |
 //! | `GET /status` | 200 `application/json` | 503 with `Retry-After` (handlers busy) |
 //!
 //! Any other path is 404, another method on a known path 405, a request from a browser page of
@@ -113,6 +113,10 @@ pub enum ReloadAccess {
     Open,
     /// Only a request with `Authorization: Bearer <token>`.
     Token(String),
+    /// Nobody, because nobody was named: the endpoint listens where other hosts can reach it
+    /// and the configuration set neither a token nor `reload = true`. `/reload` is 403, saying
+    /// which setting opens it.
+    Closed,
 }
 
 impl std::fmt::Debug for ReloadAccess {
@@ -121,6 +125,7 @@ impl std::fmt::Debug for ReloadAccess {
             ReloadAccess::Disabled => "Disabled",
             ReloadAccess::Open => "Open",
             ReloadAccess::Token(_) => "Token(***)",
+            ReloadAccess::Closed => "Closed",
         })
     }
 }

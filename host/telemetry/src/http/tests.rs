@@ -350,6 +350,25 @@ fn reload_needs_the_token_and_a_page_of_another_origin_is_refused() {
     assert!(reply.body.contains("reload = false"), "{}", reply.body);
     assert_eq!(fake.reloads.load(Ordering::SeqCst), 0);
     assert_eq!(get(&disabled, "GET", "/health").status, 200);
+
+    // Closed (a non-loopback listen that named nobody): 403 saying which setting opens it;
+    // the other endpoints answer as usual.
+    let (fake, closed) = start_with(Options {
+        reload: ReloadAccess::Closed,
+        ..Options::default()
+    });
+    for headers in [&[][..], &["Authorization: Bearer 0123456789abcdef"][..]] {
+        let reply = request(&closed, "POST", "/reload", headers);
+        assert_eq!(reply.status, 403, "{}", reply.body);
+        assert!(
+            reply.body.contains("[metrics] reload_token") && reply.body.contains("reload = true"),
+            "{}",
+            reply.body
+        );
+    }
+    assert_eq!(fake.reloads.load(Ordering::SeqCst), 0);
+    assert_eq!(get(&closed, "GET", "/health").status, 200);
+    assert_eq!(get(&closed, "GET", "/status").status, 200);
 }
 
 #[test]
