@@ -10,10 +10,12 @@ use std::borrow::Cow;
 
 use refract_config::OnError;
 use refract_plugin::{
-    cut_head, BatchView, HeaderView, Outcome, PluginError, Processor, RecordView, MESSAGE_CAP,
+    cut_head, BatchView, CallBudget, HeaderView, Outcome, PluginError, Processor, RecordView,
+    TrapKind, MESSAGE_CAP,
 };
 use refract_telemetry::Metrics;
 
+use crate::budget::BatchBudget;
 use crate::outputs::{OutputRules, TargetTopics};
 use crate::series::{PluginMetrics, RefractSeries};
 
@@ -102,14 +104,50 @@ struct Stage {
 }
 
 impl Stage {
-    /// One call into the plugin, counted and timed.
-    fn process(&mut self, batch: &BatchView<'_>) -> Result<Vec<Outcome>, PluginError> {
+    /// One call into the plugin within what is left of the batch's `budget`, counted, timed and
+    /// taken off the budget; the error is the reason its records fail with.
+    fn process(
+        &mut self,
+        batch: &BatchView<'_>,
+        budget: &mut BatchBudget,
+    ) -> Result<Vec<Outcome>, String> {
+        let call = budget.next_call()?;
         let started = std::time::Instant::now();
-        let result = self.processor.process(batch);
+        let result = self.processor.process_within(batch, &call);
+        let took = started.elapsed();
         if let Some(m) = &self.metrics {
-            m.count_call(started.elapsed(), &result);
+            m.count_call(took, &result);
         }
-        result
+        let input = batch.size_in_bytes();
+        match result {
+            Ok(outcomes) => budget
+                .spend(took, input, Some(&outcomes))
+                .map(|()| outcomes),
+            Err(e) => {
+                // Spent even though it failed; an error that is not the plugin's (it hit what
+                // was left of the batch's budget) says so.
+                let _ = budget.spend(took, input, None);
+                Err(Self::call_error(&e, &call, budget))
+            }
+        }
+    }
+
+    /// The reason records fail with after a call failed with `e` under `call`; a call stopped by
+    /// what was left of the batch's budget leaves the budget spent.
+    fn call_error(e: &PluginError, call: &CallBudget, budget: &mut BatchBudget) -> String {
+        let setting = match e {
+            PluginError::Trap {
+                kind: kind @ (TrapKind::Deadline | TrapKind::OutputBytes),
+                ..
+            } if budget.cut(call) => kind.setting(),
+            _ => None,
+        };
+        if let Some(setting) = setting {
+            budget.exhaust(&format!("a call ran into what was left of its {setting}"));
+            format!("{e} (what was left of the batch's budget: the processor's call_timeout and max_output_bytes are shared by its calls on the batch, the retries of its records one by one included)")
+        } else {
+            e.to_string()
+        }
     }
 }
 
@@ -170,6 +208,8 @@ impl Chain {
             source_partition,
         };
         for stage in &mut self.stages {
+            // One budget per batch for all of the stage's calls on it, retries included.
+            let mut budget = BatchBudget::new(stage.processor.plugin().limits());
             let items = std::mem::take(&mut out.forward);
             out.forward.reserve(items.len());
             // One call per run of records bound for the same target topic.
@@ -177,7 +217,7 @@ impl Chain {
                 let result = {
                     let names = lossy_names(&run);
                     let batch = view(&at, &run, &names);
-                    stage.process(&batch)
+                    stage.process(&batch, &mut budget)
                 };
                 match result {
                     Ok(outcomes) => {
@@ -185,7 +225,7 @@ impl Chain {
                             apply(stage, &at, item, outcome, target, &mut out)?;
                         }
                     }
-                    Err(e) => fail_run(stage, &at, run, &e, target, &mut out)?,
+                    Err(e) => fail_run(stage, &at, run, &e, &mut budget, target, &mut out)?,
                 }
             }
         }
@@ -346,14 +386,17 @@ fn fail_item<'m>(
     }
 }
 
-/// A whole call failed (trap, deadline, memory, plugin error). With `dead-letter` and `skip`,
-/// each record is retried alone on a fresh instance so only the records that fail on their own
-/// are dead-lettered or skipped; the others continue. With `stop` the flow halts at the run.
+/// A whole call failed (trap, deadline, memory, plugin error, or the batch's budget was spent).
+/// With `dead-letter` and `skip`, each record is retried alone on a fresh instance, within what
+/// is left of the batch's `budget`, so only the records that fail on their own are
+/// dead-lettered or skipped; the others continue. Once the budget is spent the records left
+/// fail without a call. With `stop` the flow halts at the run.
 fn fail_run<'m>(
     stage: &mut Stage,
     at: &Position<'_>,
     run: Vec<Item<'m>>,
-    error: &PluginError,
+    error: &str,
+    budget: &mut BatchBudget,
     target: &mut dyn TargetTopics,
     out: &mut ChainOutput<'m>,
 ) -> Result<(), Halt> {
@@ -368,15 +411,184 @@ fn fail_run<'m>(
             let single = std::slice::from_ref(&item);
             let names = lossy_names(single);
             let single = view(at, single, &names);
-            stage.process(&single)
+            stage.process(&single, budget)
         };
         match result {
             Ok(mut outcomes) => match outcomes.pop() {
                 Some(outcome) => apply(stage, at, item, outcome, target, out)?,
                 None => fail_item(stage, at, item, "no outcome".into(), out)?,
             },
-            Err(e) => fail_item(stage, at, item, e.to_string(), out)?,
+            Err(e) => fail_item(stage, at, item, e, out)?,
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use refract_config::{PluginLimitSettings, PluginLocation, PluginSpec, ReservedTopic};
+    use refract_plugin::{PluginLimits, PluginRuntime, ProcessorPlugin};
+
+    use super::*;
+    use crate::outputs::{TimestampLimits, TopicFacts};
+
+    /// A target where every topic is the flow's own and exists; the budget tests change none.
+    struct Anywhere;
+
+    impl TargetTopics for Anywhere {
+        fn facts(&mut self, _: &str) -> Result<Option<TopicFacts>, String> {
+            Ok(Some(TopicFacts { partitions: 1 }))
+        }
+        fn timestamp_limits(&mut self, _: &str) -> Result<TimestampLimits, String> {
+            Ok(TimestampLimits::default())
+        }
+        fn create(&mut self, _: &str, partitions: i32, _: &str) -> Result<TopicFacts, String> {
+            Ok(TopicFacts { partitions })
+        }
+        fn created(&self, _: &str) -> u32 {
+            0
+        }
+        fn is_remote(&self, _: &str) -> bool {
+            true
+        }
+        fn reserved(&self, _: &str) -> Option<ReservedTopic> {
+            None
+        }
+        fn source_partitions(&self) -> i32 {
+            1
+        }
+        fn now_ms(&self) -> i64 {
+            0
+        }
+    }
+
+    /// A chain of the hostile test transform with `config` (TOML lines) and `limits`, whose
+    /// `on_error` is `dead-letter`.
+    fn hostile_chain(config: &str, limits: PluginLimitSettings) -> Chain {
+        let runtime = PluginRuntime::new(PluginLimits::default()).unwrap();
+        let spec = PluginSpec {
+            location: PluginLocation::File(refract_plugin::guest_dir().join("hostile.wasm")),
+            config: format!("on = \"\"\n{config}"),
+            key: "flow[0].processors[0]".into(),
+            limits,
+        };
+        let plugin = ProcessorPlugin::load(&runtime, &spec).unwrap();
+        let stage = (
+            Processor::new(plugin),
+            OnError::DeadLetter,
+            OutputRules::remote_only("flow[0].processors[0]"),
+        );
+        Chain::new("a", vec![stage])
+    }
+
+    /// `n` records of a 10-byte value bound for `a.t`.
+    fn records(n: i64) -> Vec<Item<'static>> {
+        (0..n)
+            .map(|offset| Item {
+                offset,
+                topic: Cow::Borrowed("a.t"),
+                partition: 0,
+                timestamp: Some(1_700_000_000_000),
+                key: None,
+                value: Some(Cow::Borrowed(b"0123456789".as_slice())),
+                headers: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Value bytes of the records the chain forwards: what it holds until the run is produced.
+    fn held(out: &ChainOutput<'_>) -> usize {
+        out.forward
+            .iter()
+            .map(|i| i.value.as_ref().map_or(0, |v| v.len()))
+            .sum()
+    }
+
+    /// A transform that fails every batch of more than one record and answers each record
+    /// alone with a 1 MiB value, under `max_output_bytes = "4MiB"`: each of the 200 retries had
+    /// a fresh 4 MiB budget, so the chain held all 200 MiB (measured); now the retries share
+    /// the batch's 12 MiB (3 x max_output_bytes): 12 records are forwarded (12 MiB held), the
+    /// 13th is stopped at what was left of it, and the other 187 are dead-lettered without a
+    /// call.
+    #[test]
+    fn retries_share_one_output_budget_per_batch() {
+        let mut chain = hostile_chain(
+            "attack = \"fail-batches\"\ncount = 1\nsize = 1048576\n",
+            PluginLimitSettings {
+                call_timeout: Some(Duration::from_secs(30)),
+                max_output_bytes: Some(4 << 20),
+                ..PluginLimitSettings::default()
+            },
+        );
+        let out = chain.run("t", 0, records(200), &mut Anywhere).unwrap();
+        assert_eq!(held(&out), 12 << 20, "one batch budget: 3 x 4 MiB");
+        assert_eq!(out.forward.len(), 12);
+        assert_eq!(out.dead.len(), 188);
+        assert!(
+            out.dead[0].error.contains("max_output_bytes")
+                && out.dead[0].error.contains("batch's budget"),
+            "{}",
+            out.dead[0].error
+        );
+        assert!(
+            out.dead[1..].iter().all(|d| d
+                .error
+                .starts_with("not processed: the batch's budget is spent")),
+            "{:?}",
+            out.dead[1].error
+        );
+        let offsets: Vec<i64> = out.forward.iter().map(|i| i.offset).collect();
+        assert_eq!(offsets, (0..12).collect::<Vec<_>>());
+    }
+
+    /// A transform that fails every batch of more than one record and spins on each record
+    /// alone, under `call_timeout = "200ms"`: each of the 20 retries ran to its own deadline,
+    /// 4.0 s for the batch (measured); now they share the batch's 600 ms (3 x call_timeout):
+    /// three retries run to a deadline (four when ticks stop one early; the last to what was
+    /// left), and the other records are dead-lettered without a call.
+    #[test]
+    fn retries_share_one_deadline_per_batch() {
+        let call_timeout = Duration::from_millis(200);
+        let mut chain = hostile_chain(
+            "attack = \"fail-batches\"\nspin = true\n",
+            PluginLimitSettings {
+                call_timeout: Some(call_timeout),
+                ..PluginLimitSettings::default()
+            },
+        );
+        let started = Instant::now();
+        let out = chain.run("t", 0, records(20), &mut Anywhere).unwrap();
+        let took = started.elapsed();
+        assert!(out.forward.is_empty());
+        assert_eq!(out.dead.len(), 20);
+        let reasons: Vec<&str> = out.dead.iter().map(|d| d.error.as_str()).collect();
+        // Deadlines come in epoch ticks of 10 ms, so a call may stop a little early and leave
+        // a sliver of the budget to a fourth.
+        let called = reasons
+            .iter()
+            .take_while(|r| !r.starts_with("not processed"))
+            .count();
+        assert!((3..=4).contains(&called), "{reasons:?}");
+        assert!(
+            reasons[..called].iter().all(|r| r.contains("call_timeout")),
+            "{reasons:?}"
+        );
+        // The rest were not sent: the last call ran into what was left of the budget, or to
+        // its own deadline just as the budget ran out.
+        assert!(
+            reasons[called..]
+                .iter()
+                .all(|r| r.starts_with("not processed: the batch's")
+                    && r.contains("budget is spent")),
+            "{reasons:?}"
+        );
+        // One budget of three deadlines, plus instantiating the plugin after each trap and the
+        // epoch tick (10 ms).
+        assert!(
+            took < 3 * call_timeout + Duration::from_millis(600),
+            "the batch took {took:?}"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 //! naming topics through its replication-policy plugin and writing to the target cluster.
 
 mod acls;
+mod budget;
 mod chain;
 mod checkpoint;
 mod clock;

@@ -11,6 +11,7 @@ use wasmtime::Store;
 use refract_config::PluginSpec;
 
 use crate::bindings::{PluginInfo, WitPluginError};
+use crate::call_budget::CallBudget;
 use crate::error::{describe_trap, PluginError, TrapKind};
 use crate::guest_text::{plugin_text, wasm_error, INFO_CAP, MESSAGE_CAP, WASM_ERROR_CAP};
 use crate::runtime::{PluginLimits, PluginRuntime, PluginState, SUPPORTED_VERSION};
@@ -304,8 +305,24 @@ impl<W: World> Instance<W> {
             &mut Store<PluginState>,
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
-        let fuel = self.limits.output_fuel(input_bytes);
-        self.store.set_epoch_deadline(self.limits.deadline_ticks());
+        self.call_within(call, input_bytes, &CallBudget::default(), f)
+    }
+
+    /// [`Instance::call`] under the plugin's limits cut down to `budget`.
+    pub(crate) fn call_within<R>(
+        &mut self,
+        call: &str,
+        input_bytes: usize,
+        budget: &CallBudget,
+        f: impl FnOnce(
+            &W,
+            &ComponentInstance,
+            &mut Store<PluginState>,
+        ) -> wasmtime::Result<Result<R, WitPluginError>>,
+    ) -> Result<R, PluginError> {
+        let limits = budget.apply(&self.limits);
+        let fuel = limits.output_fuel(input_bytes);
+        self.store.set_epoch_deadline(limits.deadline_ticks());
         self.store.set_hostcall_fuel(fuel);
         self.store.data().stderr.clear();
         let result = f(&self.world, &self.raw, &mut self.store);
@@ -327,7 +344,7 @@ impl<W: World> Instance<W> {
             }),
             Err(trap) => {
                 let stderr = self.store.data().stderr.contents();
-                let (kind, reason) = describe_trap(&trap, &self.limits, fuel, &stderr);
+                let (kind, reason) = describe_trap(&trap, &limits, fuel, &stderr);
                 Err(PluginError::Trap {
                     plugin: self.plugin_name.to_string(),
                     call: call.to_string(),
@@ -364,11 +381,26 @@ impl<W: World> Live<W> {
             &mut Store<PluginState>,
         ) -> wasmtime::Result<Result<R, WitPluginError>>,
     ) -> Result<R, PluginError> {
+        self.call_within(call, input_bytes, &CallBudget::default(), f)
+    }
+
+    /// [`Instance::call_within`] on the live instance, replacing it after a trap.
+    pub(crate) fn call_within<R>(
+        &mut self,
+        call: &str,
+        input_bytes: usize,
+        budget: &CallBudget,
+        f: impl FnOnce(
+            &W,
+            &ComponentInstance,
+            &mut Store<PluginState>,
+        ) -> wasmtime::Result<Result<R, WitPluginError>>,
+    ) -> Result<R, PluginError> {
         let instance = match &mut self.instance {
             Some(i) => i,
             empty => empty.insert(self.plugin.instantiate()?),
         };
-        let result = instance.call(call, input_bytes, f);
+        let result = instance.call_within(call, input_bytes, budget, f);
         if matches!(result, Err(PluginError::Trap { .. })) {
             // A trapped store cannot be entered again.
             self.instance = None;

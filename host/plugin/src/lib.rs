@@ -11,6 +11,7 @@
 mod bindings;
 mod builtin;
 mod cache;
+mod call_budget;
 mod component;
 mod error;
 mod guest_text;
@@ -24,6 +25,7 @@ mod view;
 pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use cache::{default_cache_dir, CACHE_DIR_ENV, CACHE_MAX_MIB_ENV};
+pub use call_budget::CallBudget;
 pub use error::{PluginError, TrapKind, SANDBOX_BUDGETS};
 pub use guest_text::{
     cut_head, plugin_text, plugin_text_tail, INFO_CAP, LOG_BURST, LOG_LINES_PER_SECOND,

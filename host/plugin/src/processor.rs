@@ -11,6 +11,7 @@ use wasmtime::Store;
 use crate::bindings::filter::FilterPlugin as FilterWorld;
 use crate::bindings::transform::TransformPlugin as TransformWorld;
 use crate::bindings::{Outcome, WitPluginError};
+use crate::call_budget::CallBudget;
 use crate::component::{compile_checked, Live, Plugin};
 use crate::error::{PluginError, TrapKind};
 use crate::guest_text::{plugin_text, MESSAGE_CAP};
@@ -88,6 +89,14 @@ impl ProcessorPlugin {
         (&info.0, &info.1)
     }
 
+    /// The sandbox limits its calls run under.
+    pub fn limits(&self) -> PluginLimits {
+        match &self.0 {
+            Loaded::Filter(p, _) => p.limits,
+            Loaded::Transform(p, _) => p.limits,
+        }
+    }
+
     /// Filter or transform.
     pub fn kind(&self) -> ProcessorKind {
         match &self.0 {
@@ -128,11 +137,21 @@ impl Processor {
     /// The batch is lowered into the guest straight from the borrowed bytes (one copy, into the
     /// guest's memory); a `keep` outcome carries nothing back.
     pub fn process(&mut self, batch: &BatchView<'_>) -> Result<Vec<Outcome>, PluginError> {
+        self.process_within(batch, &CallBudget::default())
+    }
+
+    /// [`Processor::process`] with the call's deadline and output bytes cut down to `budget`
+    /// (what is left of a budget several calls share).
+    pub fn process_within(
+        &mut self,
+        batch: &BatchView<'_>,
+        budget: &CallBudget,
+    ) -> Result<Vec<Outcome>, PluginError> {
         let n = batch.records.len();
         let input = batch.size_in_bytes();
         match &mut self.live {
             LiveKind::Filter(live, call) => {
-                let flags = live.call("filter", input, |_, instance, store| {
+                let flags = live.call_within("filter", input, budget, |_, instance, store| {
                     typed_call::<Vec<bool>>(instance, store, call, batch)
                 })?;
                 let flags = live.check_len("filter", flags, n, "records")?;
@@ -142,9 +161,10 @@ impl Processor {
                     .collect())
             }
             LiveKind::Transform(live, call) => {
-                let outcomes = live.call("transform", input, |_, instance, store| {
-                    typed_call::<Vec<Outcome>>(instance, store, call, batch)
-                })?;
+                let outcomes =
+                    live.call_within("transform", input, budget, |_, instance, store| {
+                        typed_call::<Vec<Outcome>>(instance, store, call, batch)
+                    })?;
                 let mut outcomes = live.check_len("transform", outcomes, n, "records")?;
                 check_output_records(&live.plugin.name, &live.plugin.limits, batch, &outcomes)?;
                 screen_outcomes(&mut outcomes);

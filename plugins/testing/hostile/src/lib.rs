@@ -12,6 +12,7 @@
 //! | `log-flood` | logs `line`-byte lines until `bytes` are written, then keeps it | `line` (64 KiB), `bytes` (100 MiB) |
 //! | `huge-panic` | panics with a `size`-byte message | `size` (1 MiB) |
 //! | `route` | replaces it with one copy sent to `topic`, `partition`, with `timestamp` | `topic`, `partition`, `timestamp` (the record's own) |
+//! | `fail-batches` | on every record, not only the marker: fails each call on more than one record; replaces a record sent alone with `count` records of a `size`-byte value, or with `spin = true` busy-loops until stopped | `count` (1), `size` (1 MiB), `spin` (false) |
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +41,11 @@ enum Attack {
     },
     HugePanic {
         size: usize,
+    },
+    FailBatches {
+        count: usize,
+        size: usize,
+        spin: bool,
     },
     Route {
         topic: Option<String>,
@@ -86,6 +92,11 @@ impl RecordTransform for Hostile {
             "huge-panic" => Attack::HugePanic {
                 size: size(&mut table, "size", 1 << 20)?,
             },
+            "fail-batches" => Attack::FailBatches {
+                count: size(&mut table, "count", 1)?,
+                size: size(&mut table, "size", 1 << 20)?,
+                spin: table.bool("spin")?.unwrap_or(false),
+            },
             "route" => Attack::Route {
                 topic: table.string("topic")?,
                 partition: match table.integer("partition")? {
@@ -102,7 +113,35 @@ impl RecordTransform for Hostile {
         Ok(Self { attack, on })
     }
 
+    fn transform_batch(
+        &self,
+        batch: &BatchInfo,
+        records: Vec<Record>,
+    ) -> Result<Vec<Outcome>, PluginError> {
+        if matches!(self.attack, Attack::FailBatches { .. }) && records.len() > 1 {
+            return Err(PluginError::failed(format!(
+                "hostile fail-batches: refuses a batch of {} records",
+                records.len()
+            )));
+        }
+        Ok(records.iter().map(|r| self.transform(batch, r)).collect())
+    }
+
     fn transform(&self, _batch: &BatchInfo, record: &Record) -> Outcome {
+        if let Attack::FailBatches { count, size, spin } = &self.attack {
+            if *spin {
+                let mut x: u64 = 1;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+            let value = shared_value(*size);
+            return Outcome::Replace(
+                (0..*count)
+                    .map(|_| record.to_output().with_value(Some(value.alias())))
+                    .collect(),
+            );
+        }
         if record.value_str() != Some(self.on.as_str()) {
             return Outcome::Keep;
         }
@@ -148,6 +187,7 @@ impl RecordTransform for Hostile {
                 message.push_str(&"x".repeat(size.saturating_sub(message.len())));
                 panic!("{message}")
             }
+            Attack::FailBatches { .. } => Outcome::Keep,
             Attack::Route {
                 topic,
                 partition,
