@@ -323,6 +323,9 @@ fn serve_endpoint(
         refract_config::ReloadAccess::Disabled => "",
         refract_config::ReloadAccess::Open => " and POST /reload",
         refract_config::ReloadAccess::Token(_) => " and POST /reload (with the token)",
+        refract_config::ReloadAccess::Closed => {
+            " (POST /reload refused on this address: set [metrics] reload_token, or reload = true)"
+        }
     };
     tracing::info!(
         "serving /metrics, /health, /status{reload} on {}",
@@ -335,9 +338,6 @@ fn serve_endpoint(
 }
 
 /// What shutdown allows beyond the drain timeout: the commit after the drain and closing.
-        refract_config::ReloadAccess::Closed => {
-            " (POST /reload refused on this address: set [metrics] reload_token, or reload = true)"
-        }
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(4);
 
 /// `--drain-timeout`: a duration like `30s`.
