@@ -94,8 +94,14 @@ impl<B: Build> RefractProcess<B> {
 
     /// Runs the refract binary with `args` to completion (stdin empty) and returns what it did.
     pub fn output(args: &[&str]) -> Output {
+        Self::output_with_env(args, &[])
+    }
+
+    /// [`Self::output`] with extra environment variables (`RUST_LOG`, say).
+    pub fn output_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(B::refract_bin())
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
             .expect("run refract")

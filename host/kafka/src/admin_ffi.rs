@@ -386,6 +386,29 @@ pub fn topic_ids<C: ClientContext>(
     Ok(described.into_iter().flatten().collect())
 }
 
+/// Why a DescribeTopics request was not sent.
+pub const NO_CONTROLLER: &str = "the cluster's metadata names no controller among its brokers, and DescribeTopics needs one (librdkafka's mock cluster names broker 0, which it does not have)";
+
+/// Whether the cluster's metadata names a controller that is one of its brokers. librdkafka sends
+/// DescribeTopics to the controller and, until it is up, holds the request for its whole
+/// timeout ("Failed while waiting for controller"): on a cluster that never names a live one,
+/// each lookup would cost the full timeout, on the record path. One metadata request for `topic`
+/// (answered in milliseconds) tells. Nothing is remembered: a cluster between controllers is
+/// asked again next time, at the same small cost.
+fn controller_known<C: ClientContext>(
+    admin: &AdminClient<C>,
+    topic: &str,
+    timeout: Duration,
+) -> bool {
+    let Ok(metadata) = admin.inner().fetch_metadata(Some(topic), timeout) else {
+        return false;
+    };
+    // SAFETY: the client is alive while `admin` is borrowed; a zero timeout only reads what the
+    // metadata answer just cached.
+    let controller = unsafe { ffi::rd_kafka_controllerid(admin.inner().native_ptr(), 0) };
+    controller >= 0 && metadata.brokers().iter().any(|b| b.id() == controller)
+}
+
 /// One DescribeTopics request for `topics` (with the principal's authorized operations when
 /// `with_operations`), each description read by `read_one` while the result is alive.
 fn describe<C: ClientContext, T>(
@@ -397,6 +420,9 @@ fn describe<C: ClientContext, T>(
 ) -> Result<Vec<T>, String> {
     if topics.is_empty() {
         return Ok(Vec::new());
+    }
+    if !controller_known(admin, &topics[0], timeout) {
+        return Err(NO_CONTROLLER.into());
     }
     let names: Vec<CString> = topics
         .iter()
