@@ -32,24 +32,25 @@
 //! changes show as differences; so do topics written on both clusters (identity active/active).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::BorrowedMessage;
-use rdkafka::{Message, Offset, TopicPartitionList};
-use refract_kafka::headers::{RawHeader, RawHeaders};
-use sha2::{Digest, Sha256};
+
+mod checksum;
+mod read;
+mod report;
+
+pub use checksum::{Checksum, Sum};
+use read::{read_partitions, spawn_reader, PartitionRead, Reader};
+pub use report::{Deleted, FlowReport, Missing, PartitionReport, Report, Side};
 
 use refract_config::{names, ClientRole, Cluster, Flow, PatternList, Pipeline};
 use refract_plugin::{PluginRuntime, PolicyPlugin, ReplicationPolicy};
 
 use crate::planner::TopicPlanner;
-use crate::PROVENANCE_HEADER;
 use refract_kafka::clients::{client_config, list_topics, Authenticated, REQUEST_TIMEOUT};
 
 /// How often the progress callback is called while records are read.
@@ -66,222 +67,6 @@ pub struct Progress {
     pub total: u64,
     /// Time since verification started.
     pub elapsed: Duration,
-}
-
-/// A running, offset-independent checksum over records in order.
-#[derive(Clone, Default)]
-pub struct Checksum {
-    hasher: Sha256,
-}
-
-/// The final value of a [`Checksum`].
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sum(pub [u8; 32]);
-
-impl fmt::Display for Sum {
-    /// The first 64 bits in hex: enough to tell two sums apart by eye.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in &self.0[..8] {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Sum {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl Checksum {
-    /// An empty checksum.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds one record. `headers` in their order; the provenance header is skipped.
-    pub fn add<'a>(
-        &mut self,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        timestamp: Option<i64>,
-        headers: impl IntoIterator<Item = RawHeader<'a>>,
-    ) {
-        // Every field is self-delimiting (a presence tag, then a length), so no two different
-        // records, or runs of records, feed the hasher the same bytes.
-        self.bytes(key);
-        self.bytes(value);
-        match timestamp {
-            None => self.hasher.update([0]),
-            Some(t) => {
-                self.hasher.update([1]);
-                self.hasher.update(t.to_be_bytes());
-            }
-        }
-        for h in headers {
-            if h.key == PROVENANCE_HEADER.as_bytes() {
-                continue;
-            }
-            self.hasher.update([1]);
-            self.bytes(Some(h.key));
-            self.bytes(h.value);
-        }
-        self.hasher.update([0]);
-    }
-
-    /// Adds a record as read from Kafka.
-    pub fn add_message(&mut self, m: &BorrowedMessage<'_>) {
-        let headers = RawHeaders::of_message(m);
-        self.add(
-            m.key(),
-            m.payload(),
-            m.timestamp().to_millis(),
-            headers.iter().flat_map(|h| h.iter()),
-        );
-    }
-
-    /// The checksum of everything added.
-    pub fn finish(&self) -> Sum {
-        Sum(self.hasher.clone().finalize().into())
-    }
-
-    fn bytes(&mut self, b: Option<&[u8]>) {
-        match b {
-            None => self.hasher.update([0]),
-            Some(b) => {
-                self.hasher.update([1]);
-                self.hasher.update((b.len() as u64).to_be_bytes());
-                self.hasher.update(b);
-            }
-        }
-    }
-}
-
-/// What was read from one side of a partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Side {
-    /// Low watermark when verification started.
-    pub low: i64,
-    /// High watermark when verification started: records from here on were not compared.
-    pub high: i64,
-    /// Records actually read between the two.
-    pub read: u64,
-    /// Checksum of those records.
-    pub checksum: Sum,
-}
-
-/// Why a mirrored partition has no counterpart on the target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Missing {
-    /// The remote topic does not exist.
-    Topic,
-    /// The remote topic has this many partitions, too few.
-    Partition(i32),
-}
-
-/// What a remote partition holds from before its source partition's log start, when the
-/// target's last records equal every record the source still holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Deleted {
-    /// Records the target holds from before the source's log start.
-    pub held: u64,
-    /// The source offsets before its log start that the target does not hold: deleted at the
-    /// source before they were mirrored (`first..=last`). `None` when the target holds them all,
-    /// or when it cannot be told (see `known`).
-    pub lost: Option<(i64, i64)>,
-    /// Whether `lost` could be worked out: both partitions' offsets are contiguous and the
-    /// target's log starts at offset 0, so its first `held` records are the source's offsets
-    /// `0..held`.
-    pub known: bool,
-}
-
-impl Deleted {
-    /// How many source records were deleted before they were mirrored.
-    pub fn lost_count(&self) -> u64 {
-        self.lost.map_or(0, |(first, last)| {
-            u64::try_from(last - first + 1).unwrap_or(0)
-        })
-    }
-}
-
-/// One source partition compared with its remote partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionReport {
-    /// The flow, `source->target`.
-    pub flow: String,
-    /// Topic on the source cluster.
-    pub source_topic: String,
-    /// Topic on the target cluster.
-    pub remote_topic: String,
-    /// Partition number (the same on both sides).
-    pub partition: i32,
-    /// The source partition.
-    pub source: Side,
-    /// The remote partition, or why there is none.
-    pub target: Result<Side, Missing>,
-    /// When the source's log starts later than the target's and the target ends with exactly
-    /// the source's records: what the target holds from before, and what was lost.
-    pub deleted: Option<Deleted>,
-}
-
-impl PartitionReport {
-    /// Whether the target holds the same records as the source (or ends with them, having kept
-    /// records the source deleted since, with none known lost).
-    pub fn matches(&self) -> bool {
-        if let Some(d) = &self.deleted {
-            return d.lost.is_none();
-        }
-        self.target
-            .as_ref()
-            .is_ok_and(|t| t.read == self.source.read && t.checksum == self.source.checksum)
-    }
-}
-
-/// One flow's results.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowReport {
-    /// `source->target`.
-    pub flow: String,
-    /// Source cluster alias.
-    pub source: String,
-    /// Target cluster alias.
-    pub target: String,
-    /// How many processors the flow runs (their drops and changes show as differences).
-    pub processors: usize,
-    /// Mirrored heartbeats topics left out (no topic filter named them).
-    pub skipped_heartbeats: Vec<String>,
-    /// Compared partitions, by source topic then partition.
-    pub partitions: Vec<PartitionReport>,
-}
-
-/// The outcome of [`verify`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Report {
-    /// One entry per verified flow, in pipeline order.
-    pub flows: Vec<FlowReport>,
-}
-
-impl Report {
-    /// Every compared partition.
-    pub fn partitions(&self) -> impl Iterator<Item = &PartitionReport> {
-        self.flows.iter().flat_map(|f| &f.partitions)
-    }
-
-    /// Whether nothing was compared.
-    pub fn is_empty(&self) -> bool {
-        self.partitions().next().is_none()
-    }
-
-    /// Partitions whose target differs from the source.
-    pub fn mismatches(&self) -> usize {
-        self.partitions().filter(|p| !p.matches()).count()
-    }
-
-    /// Whether every compared partition matches.
-    pub fn all_match(&self) -> bool {
-        self.mismatches() == 0
-    }
 }
 
 /// Compares source and target of every mirrored partition of the pipeline's enabled flows (or of
@@ -336,62 +121,6 @@ fn select_flows<'a>(pipeline: &'a Pipeline, name: Option<&str>) -> Result<Vec<&'
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    }
-}
-
-/// One partition on one cluster, being read from its low to its high watermark.
-struct PartitionRead {
-    topic: String,
-    partition: i32,
-    low: i64,
-    high: i64,
-    /// Next offset expected; progress is counted in offsets so gaps still reach 100%.
-    position: i64,
-    /// Records to pass over before hashing (reading a partition's end only).
-    skip: u64,
-    read: u64,
-    checksum: Checksum,
-    finished: bool,
-}
-
-impl PartitionRead {
-    fn new(topic: &str, partition: i32, (low, high): (i64, i64)) -> Self {
-        Self {
-            topic: topic.to_string(),
-            partition,
-            low,
-            high,
-            position: low,
-            skip: 0,
-            read: 0,
-            checksum: Checksum::new(),
-            finished: high <= low,
-        }
-    }
-
-    fn offsets(&self) -> u64 {
-        (self.high - self.low).max(0) as u64
-    }
-
-    fn side(&self) -> Side {
-        Side {
-            low: self.low,
-            high: self.high,
-            read: self.read,
-            checksum: self.checksum.finish(),
-        }
-    }
-
-    /// Moves the position to `to` (capped at the high watermark) and counts the offsets passed.
-    fn advance(&mut self, to: i64, counter: &AtomicU64) {
-        let to = to.min(self.high);
-        if to > self.position {
-            counter.fetch_add((to - self.position) as u64, Ordering::Relaxed);
-            self.position = to;
-        }
-        if self.position >= self.high {
-            self.finished = true;
-        }
     }
 }
 
@@ -672,159 +401,11 @@ impl FlowPlan {
     }
 }
 
-/// One side of a flow to read: a cluster's partitions and the counters shared with the other side.
-struct Reader<'a> {
-    client: &'a BaseConsumer,
-    parts: &'a mut [PartitionRead],
-    cluster: &'a str,
-    /// Offsets read, both sides together.
-    counter: &'a AtomicU64,
-    /// Set by a side that failed, so the other stops too.
-    abort: &'a AtomicBool,
-}
-
-/// Runs `reader` on a thread of `scope`; `done` is dropped when it returns.
-fn spawn_reader<'scope, 'env>(
-    scope: &'scope std::thread::Scope<'scope, 'env>,
-    reader: Reader<'env>,
-    done: mpsc::Sender<()>,
-) -> std::thread::ScopedJoinHandle<'scope, Result<()>> {
-    scope.spawn(move || {
-        let _done = done;
-        let abort = reader.abort;
-        let result = read_partitions(reader);
-        if result.is_err() {
-            abort.store(true, Ordering::Relaxed);
-        }
-        result
-    })
-}
-
-/// Reads every partition from its low to its high watermark into its checksum.
-fn read_partitions(reader: Reader<'_>) -> Result<()> {
-    let Reader {
-        client,
-        parts,
-        cluster,
-        counter,
-        abort,
-    } = reader;
-    let mut index: HashMap<String, Vec<Option<usize>>> = HashMap::new();
-    let mut tpl = TopicPartitionList::new();
-    for (i, p) in parts.iter().enumerate() {
-        if p.finished {
-            continue;
-        }
-        let slots = index.entry(p.topic.clone()).or_default();
-        let n = p.partition as usize;
-        if slots.len() <= n {
-            slots.resize(n + 1, None);
-        }
-        slots[n] = Some(i);
-        tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(p.low))
-            .with_context(|| format!("assigning {} partition {}", p.topic, p.partition))?;
-    }
-    if tpl.count() == 0 {
-        return Ok(());
-    }
-    client
-        .assign(&tpl)
-        .with_context(|| format!("assigning partitions on {cluster}"))?;
-    let mut last_progress = Instant::now();
-    while parts.iter().any(|p| !p.finished) {
-        if abort.load(Ordering::Relaxed) {
-            // The other side failed; its error is the one reported.
-            return Ok(());
-        }
-        let before = counter.load(Ordering::Relaxed);
-        match client.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                let found = index
-                    .get(m.topic())
-                    .and_then(|s| s.get(m.partition() as usize).copied().flatten());
-                if let Some(i) = found {
-                    let part = &mut parts[i];
-                    if !part.finished && m.offset() < part.high {
-                        if part.skip > 0 {
-                            part.skip -= 1;
-                        } else {
-                            part.checksum.add_message(&m);
-                            part.read += 1;
-                        }
-                    }
-                    part.advance(m.offset() + 1, counter);
-                    if part.finished {
-                        pause(client, part);
-                    }
-                }
-            }
-            // End of a partition's log (which partition of which topic librdkafka does not
-            // say): a partition whose fetch position passed its high watermark is done, even
-            // when the last offsets were gaps (transaction markers, compaction).
-            Some(Err(KafkaError::PartitionEOF(_))) | None => {
-                finish_by_position(client, parts, &index, counter)?
-            }
-            Some(Err(e)) => bail!("reading from {cluster}: {e}"),
-        }
-        if counter.load(Ordering::Relaxed) != before {
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > STALL_TIMEOUT {
-            let stuck: Vec<String> = parts
-                .iter()
-                .filter(|p| !p.finished)
-                .map(|p| {
-                    format!(
-                        "{} partition {} at offset {} of {}",
-                        p.topic, p.partition, p.position, p.high
-                    )
-                })
-                .collect();
-            bail!(
-                "reading from {cluster}: nothing read for {}s; stuck: {}",
-                STALL_TIMEOUT.as_secs(),
-                stuck.join(", ")
-            );
-        }
-    }
-    Ok(())
-}
-
-fn finish_by_position(
-    client: &BaseConsumer,
-    parts: &mut [PartitionRead],
-    index: &HashMap<String, Vec<Option<usize>>>,
-    counter: &AtomicU64,
-) -> Result<()> {
-    let positions = client.position().context("reading fetch positions")?;
-    for e in positions.elements() {
-        let Offset::Offset(at) = e.offset() else {
-            continue;
-        };
-        let found = index
-            .get(e.topic())
-            .and_then(|s| s.get(e.partition() as usize).copied().flatten());
-        if let Some(i) = found {
-            let part = &mut parts[i];
-            if !part.finished && at >= part.high {
-                part.advance(at, counter);
-                pause(client, part);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Stops fetching a finished partition, so a live topic is not read past its high watermark.
-fn pause(client: &BaseConsumer, part: &PartitionRead) {
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(&part.topic, part.partition);
-    // Only an optimisation: records past the high watermark are ignored anyway.
-    let _ = client.pause(&tpl);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PROVENANCE_HEADER;
+    use refract_kafka::headers::RawHeader;
 
     type Header<'a> = (&'a str, Option<&'a [u8]>);
     type Rec<'a> = (
