@@ -115,6 +115,18 @@ fn an_oversized_record_degrades_its_partition_only_and_recovers_once_accepted() 
         Some(1.0),
         "{body}"
     );
+    // refract_flow_up stays 1 (its other partition flows): the cause series says why.
+    for (cause, want) in [("partition", 1.0), ("recreated", 0.0), ("unreachable", 0.0)] {
+        assert_eq!(
+            series(
+                &body,
+                "refract_flow_degraded",
+                &[("cause", cause), ("flow", "a->b")]
+            ),
+            Some(want),
+            "{cause}: {body}"
+        );
+    }
     assert_eq!(
         b.counts(&remote)[0],
         5,
@@ -190,8 +202,14 @@ fn an_oversized_record_degrades_its_partition_only_and_recovers_once_accepted() 
     let got = b.read_all(&remote);
     let want = by_partition(&[before, after0, after1].concat(), 2);
     assert_eq!(got, want, "every record, once, in order, byte for byte");
-    refract.wait("the degraded gauge back to 0 and /health 200", || {
-        series(&metrics(), "refract_partition_degraded", &gauge_labels) == Some(0.0)
+    refract.wait("the degraded gauges back to 0 and /health 200", || {
+        let body = metrics();
+        series(&body, "refract_partition_degraded", &gauge_labels) == Some(0.0)
+            && series(
+                &body,
+                "refract_flow_degraded",
+                &[("cause", "partition"), ("flow", "a->b")],
+            ) == Some(0.0)
             && http(&addr, "GET", "/health") == (200, "a->b: running\n".to_string())
     });
     let (_, status) = http(&addr, "GET", "/status");

@@ -68,6 +68,15 @@ fn outage(
         Some(1.0),
         "refract_flow_state says degraded"
     );
+    assert_eq!(
+        series(
+            &http(addr, "GET", "/metrics").1,
+            "refract_flow_degraded",
+            &[("cause", "unreachable"), ("flow", "a->b")]
+        ),
+        Some(1.0),
+        "refract_flow_degraded names the cause"
+    );
     assert_eq!(flow["unreachable"][0]["cluster"], alias, "{status}");
     if alias == "a" {
         assert!(

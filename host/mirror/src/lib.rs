@@ -47,8 +47,8 @@ pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
 pub use progress::{DeliveryFailure, PartitionProgress};
 pub use reload::{FlowDiff, FlowShape, NotLive, PipelineShape};
 pub use series::{
-    ClusterMetrics, FlowMetrics, FlowState, PluginMetrics, RecordEvent, RefractSeries,
-    ReloadResult, SourcePartitionMetrics,
+    ClusterMetrics, DegradedCause, FlowMetrics, FlowState, PluginMetrics, RecordEvent,
+    RefractSeries, ReloadResult, SourcePartitionMetrics,
 };
 pub use tasks::TaskId;
 

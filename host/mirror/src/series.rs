@@ -76,6 +76,8 @@ pub mod names {
     pub const FLOW_UP: &str = "refract_flow_up";
     /// 1 for a flow's current state, 0 for the others.
     pub const FLOW_STATE: &str = "refract_flow_state";
+    /// 1 for each cause that makes a flow degraded now, 0 for the others, per flow and cause.
+    pub const FLOW_DEGRADED: &str = "refract_flow_degraded";
     /// Failures of one source partition (a delivery or a read that failed for good, and each
     /// failed retry), per flow, source topic, partition and reason.
     pub const PARTITION_ERRORS_TOTAL: &str = "refract_partition_errors_total";
@@ -125,6 +127,7 @@ pub mod names {
         RELOADS_TOTAL,
         FLOW_UP,
         FLOW_STATE,
+        FLOW_DEGRADED,
         PARTITION_ERRORS_TOTAL,
         PARTITION_DEGRADED,
         RECORDS_LOST_TOTAL,
@@ -185,6 +188,7 @@ const FLOW_UP_HELP: &str = "Whether the flow does its job on this process (1: ru
 const FLOW_STATE_HELP: &str =
     "The flow's state: 1 for the current one of running, degraded, standby, restarting, halted, stopped; 0 for the others.";
 const PARTITION_ERRORS_HELP: &str = "Failures of a source partition that stopped its progress: the first failure and each failed retry, by reason (failures; topic is the source topic; empty topic and partition: a failure of the flow's source reads with no partition).";
+const FLOW_DEGRADED_HELP: &str = "Why the flow is degraded: 1 for each cause that holds now (partition: a source partition paused and retried; recreated: a topic deleted and created again, or a partition truncated, stopped until told what to do; unreachable: a cluster does not answer; stalled: records behind and none acknowledged for a while; checkpoints: checkpoints or group offset sync failing), 0 for the others.";
 const PARTITION_DEGRADED_HELP: &str = "Whether a source partition is degraded: paused and retried with backoff while the other partitions keep flowing (1) or flowing again (0).";
 const RECORDS_LOST_HELP: &str = "Records the source deleted (retention, DeleteRecords) before they were mirrored, per replicated partition: offsets between the flow's position and the partition's log start (records; topic is the remote topic).";
 const CLUSTER_TASKS_HELP: &str = "Tasks of the flow this process holds now (cluster mode; tasks).";
@@ -227,6 +231,8 @@ pub struct FlowMetrics {
     up: Gauge,
     /// One gauge per state of [`FlowState::ALL`].
     states: Box<[(FlowState, Gauge)]>,
+    /// One gauge per cause of [`DegradedCause::ALL`], in its order.
+    degraded: Box<[Gauge]>,
 }
 
 /// Something that happened to records in a flow, counted in its status and in one series each.
@@ -290,6 +296,45 @@ pub enum FlowState {
     Stopped,
 }
 
+/// Why a flow is degraded (`refract_flow_degraded`'s `cause`): what `/health` reports as not
+/// healthy while the flow's other partitions keep flowing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DegradedCause {
+    /// A source partition is paused and retried (a delivery or read that keeps failing).
+    Partition,
+    /// A topic was deleted and created again, or a partition's position is past its end
+    /// (truncated): the partition is stopped until the operator decides.
+    Recreated,
+    /// One of the flow's clusters does not answer.
+    Unreachable,
+    /// Records are behind and none was acknowledged for a while.
+    Stalled,
+    /// The flow's checkpoints (or group offset sync) fail.
+    Checkpoints,
+}
+
+impl DegradedCause {
+    /// Every cause, in the order of their series.
+    pub const ALL: [DegradedCause; 5] = [
+        DegradedCause::Partition,
+        DegradedCause::Recreated,
+        DegradedCause::Unreachable,
+        DegradedCause::Stalled,
+        DegradedCause::Checkpoints,
+    ];
+
+    /// The `cause` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DegradedCause::Partition => "partition",
+            DegradedCause::Recreated => "recreated",
+            DegradedCause::Unreachable => "unreachable",
+            DegradedCause::Stalled => "stalled",
+            DegradedCause::Checkpoints => "checkpoints",
+        }
+    }
+}
+
 impl FlowState {
     /// Every state that has a `refract_flow_state` series (all but [`FlowState::Starting`]).
     pub const ALL: [FlowState; 6] = [
@@ -336,6 +381,13 @@ impl FlowMetrics {
             gauge.set(if *s == state { 1.0 } else { 0.0 });
         }
         self.up.set(if state.is_up() { 1.0 } else { 0.0 });
+    }
+
+    /// Sets `refract_flow_degraded` to 1 for each of `causes` and 0 for the others.
+    pub fn set_degraded(&self, causes: &[DegradedCause]) {
+        for (cause, gauge) in DegradedCause::ALL.iter().zip(self.degraded.iter()) {
+            gauge.set(if causes.contains(cause) { 1.0 } else { 0.0 });
+        }
     }
 }
 
@@ -620,6 +672,16 @@ impl RefractSeries for Metrics {
                 .into_iter()
                 .map(state)
                 .collect::<Result<_, _>>()?,
+            degraded: DegradedCause::ALL
+                .into_iter()
+                .map(|c| {
+                    self.gauge(
+                        FLOW_DEGRADED,
+                        FLOW_DEGRADED_HELP,
+                        &[("flow", flow), ("cause", c.as_str())],
+                    )
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -880,12 +942,78 @@ mod tests {
                 "the dashboard does not show {name}"
             );
         }
-        for name in [CLUSTER_DUTIES, CLUSTER_MEMBERS] {
+        // Every bad state an operator must act on has an alert: down, halted, degraded (with
+        // its cause), a degraded partition, lost records, unowned duties.
+        for name in [
+            CLUSTER_DUTIES,
+            CLUSTER_MEMBERS,
+            FLOW_UP,
+            FLOW_STATE,
+            FLOW_DEGRADED,
+            PARTITION_DEGRADED,
+            RECORDS_LOST_TOTAL,
+        ] {
             assert!(
                 names("alerts.yml").iter().any(|n| n == name),
                 "alerts.yml does not use {name}"
             );
         }
+    }
+
+    /// The monitoring README's alert table lists every rule of alerts.yml, and every alert the
+    /// book names exists (the troubleshooting page once cited an alert nobody had written).
+    #[test]
+    fn every_alert_is_listed_and_every_alert_the_book_names_exists() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+        let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+        let rules: Vec<String> = read("examples/monitoring/alerts.yml")
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- alert: ").map(str::to_string))
+            .collect();
+        assert!(rules.len() >= 15, "{rules:?}");
+        let readme = read("examples/monitoring/README.md");
+        for rule in &rules {
+            assert!(
+                readme.contains(&format!("| `{rule}` |")),
+                "examples/monitoring/README.md's alert table misses {rule}"
+            );
+        }
+        let mut pages = vec![std::path::PathBuf::from(format!("{root}/docs/src"))];
+        let mut cited = 0;
+        while let Some(path) = pages.pop() {
+            if path.is_dir() {
+                pages.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // "the `X` alert", "`X` fires", "alert `X`".
+            let words: Vec<&str> = text.split_whitespace().collect();
+            for (i, w) in words.iter().enumerate() {
+                let Some(name) = w
+                    .trim_matches(|c: char| !c.is_alphanumeric() && c != '`')
+                    .strip_prefix('`')
+                    .and_then(|n| n.strip_suffix('`'))
+                else {
+                    continue;
+                };
+                let near = |j: usize| words.get(j).is_some_and(|n| n.starts_with("alert"));
+                if name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric())
+                    && (near(i + 1) || (i > 0 && near(i - 1)) || words.get(i + 1) == Some(&"fires"))
+                {
+                    cited += 1;
+                    assert!(
+                        rules.iter().any(|r| r == name),
+                        "{} names the alert {name}, which examples/monitoring/alerts.yml does not have",
+                        path.display()
+                    );
+                }
+            }
+        }
+        assert!(cited > 0, "no alert named in the book");
     }
 
     /// A real plugin run out of each sandbox budget in turn (the hostile transform of
@@ -1053,6 +1181,27 @@ mod tests {
                 assert_eq!(current, [want.as_str()]);
             }
         }
+        // Each cause of a degraded flow is its own series, so an alert can say which.
+        f.set_degraded(&[DegradedCause::Recreated, DegradedCause::Checkpoints]);
+        let degraded = |text: &str| -> Vec<String> {
+            samples(text)
+                .into_iter()
+                .filter(|l| l.starts_with(FLOW_DEGRADED))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            degraded(&m.render()),
+            [
+                r#"refract_flow_degraded{cause="checkpoints",flow="a->b"} 1"#,
+                r#"refract_flow_degraded{cause="partition",flow="a->b"} 0"#,
+                r#"refract_flow_degraded{cause="recreated",flow="a->b"} 1"#,
+                r#"refract_flow_degraded{cause="stalled",flow="a->b"} 0"#,
+                r#"refract_flow_degraded{cause="unreachable",flow="a->b"} 0"#,
+            ]
+        );
+        f.set_degraded(&[]);
+        assert!(degraded(&m.render()).iter().all(|l| l.ends_with(" 0")));
         f.set_state(FlowState::Standby);
         assert!(
             samples(&m.render()).contains(&r#"refract_flow_state{flow="a->b",state="standby"} 1"#)
@@ -1061,9 +1210,9 @@ mod tests {
         p.calls.inc();
         m.plugin("mask", "other").unwrap();
         m.partition_degraded("a->b", "t", Some(0)).unwrap().set(1.0);
-        // 6 state + up + inflight + 5 record events + dropped + throttled + 2 transactions
-        // + 1 duration + 4 plugin series + 4 plugin limit hits + degraded.
-        assert_eq!(m.remove_flow("a->b"), 27);
+        // 6 state + 5 degraded causes + up + inflight + 5 record events + dropped + throttled
+        // + 2 transactions + 1 duration + 4 plugin series + 4 plugin limit hits + degraded.
+        assert_eq!(m.remove_flow("a->b"), 32);
         assert!(!m.render().contains("a->b"));
         assert!(m.render().contains(r#"flow="other""#));
     }
@@ -1141,9 +1290,9 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         // remove_flow takes the cluster series with the flow's others, and only that flow's.
         m.flow("a->b").unwrap();
         m.cluster("c->d").unwrap().tasks.set_i64(1);
-        // 5 cluster series + 18 of the flow (6 state, up, inflight, 5 record events, dropped,
-        // throttled, 2 transactions, transaction duration).
-        assert_eq!(m.remove_flow("a->b"), 5 + 18);
+        // 5 cluster series + 23 of the flow (6 state, 5 degraded causes, up, inflight, 5 record
+        // events, dropped, throttled, 2 transactions, transaction duration).
+        assert_eq!(m.remove_flow("a->b"), 5 + 23);
         assert_eq!(m.remove_flow("a->b"), 0);
         let text = m.render();
         assert!(!text.contains("a->b"), "{text}");
@@ -1358,10 +1507,10 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         m.records_lost("s", "t", "s.x", 0).unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
-        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 12 flow (inflight, 5 record
+        // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 13 flow (inflight, 5 record
         // events, the deprecated dropped, throttled, transactions, transaction duration, up,
-        // state) + 5 plugin + reloads + 2 partition + 5 cluster + lost.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 12 + 5 + 1 + 2 + 5 + 1);
+        // state, degraded) + 5 plugin + reloads + 2 partition + 5 cluster + lost.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 13 + 5 + 1 + 2 + 5 + 1);
         // Every name in `ALL` was registered.
         for name in ALL {
             assert!(

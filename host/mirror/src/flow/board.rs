@@ -102,7 +102,9 @@ impl FlowBoard {
     /// Sets `refract_flow_state` from the merged status.
     pub fn publish_state(&self) {
         if let Some(m) = &self.metrics {
-            m.set_state(self.status().state);
+            let status = self.status();
+            m.set_state(status.state);
+            m.set_degraded(&status.degraded_causes());
         }
     }
 }

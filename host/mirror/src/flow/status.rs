@@ -9,9 +9,9 @@ use tracing::{debug, info, warn};
 
 use refract_config::Side;
 
-use crate::degraded::Degraded;
+use crate::degraded::{Degraded, Reason};
 
-use crate::series::{FlowState, RecordEvent, SourcePartitionMetrics};
+use crate::series::{DegradedCause, FlowState, RecordEvent, SourcePartitionMetrics};
 
 use super::board::FlowBoard;
 use super::run::Run;
@@ -125,15 +125,35 @@ impl FlowStatus {
         if !matches!(self.state, FlowState::Running | FlowState::Degraded) {
             return self.state;
         }
-        if self.degraded.is_empty()
-            && self.unreachable.is_empty()
-            && self.stalled.is_none()
-            && self.checkpoints_failing.is_none()
-        {
+        if self.degraded_causes().is_empty() {
             FlowState::Running
         } else {
             FlowState::Degraded
         }
+    }
+
+    /// What makes the flow degraded now (empty: nothing), as `refract_flow_degraded` shows it.
+    pub fn degraded_causes(&self) -> Vec<DegradedCause> {
+        let recreated = |d: &DegradedPartition| d.reason == Reason::Recreated.as_str();
+        [
+            (
+                DegradedCause::Partition,
+                self.degraded.iter().any(|d| !recreated(d)),
+            ),
+            (
+                DegradedCause::Recreated,
+                self.degraded.iter().any(recreated),
+            ),
+            (DegradedCause::Unreachable, !self.unreachable.is_empty()),
+            (DegradedCause::Stalled, self.stalled.is_some()),
+            (
+                DegradedCause::Checkpoints,
+                self.checkpoints_failing.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(cause, holds)| holds.then_some(cause))
+        .collect()
     }
 
     /// Whether the flow is running with nothing degraded, or on standby (cluster mode: this
