@@ -250,13 +250,10 @@ mod tests {
         const TOKEN: &str = "reload_token = \"0123456789abcdef0\"\n";
         let token = || ReloadAccess::Token("0123456789abcdef0".into());
         let conflict = "is set but `reload = false` disables POST /reload";
-        // (reload line, token?, on loopback, elsewhere); Err: the message.
-        let cases: [(
-            &str,
-            bool,
-            Result<ReloadAccess, &str>,
-            Result<ReloadAccess, &str>,
-        ); 6] = [
+        // What the pipeline gives: the access, or the error's message.
+        type Want = Result<ReloadAccess, &'static str>;
+        // (reload line, token?, on loopback, elsewhere)
+        let cases: [(&str, bool, Want, Want); 6] = [
             ("", false, Ok(Open), Ok(Closed)),
             ("reload = true\n", false, Ok(Open), Ok(Open)),
             ("reload = false\n", false, Ok(Disabled), Ok(Disabled)),
