@@ -611,7 +611,36 @@ mod tests {
         .unwrap()
         .flows
         .remove(0);
-        assert_eq!(shown.topics.exclude, plain.topics.exclude);
+        assert_eq!(shown.topics, plain.topics);
+        assert_eq!(shown.processors.len(), plain.processors.len());
+        assert_eq!(
+            shown.delivery.dead_letter_topic,
+            plain.delivery.dead_letter_topic
+        );
+        assert_eq!(
+            shown.delivery.transaction_interval,
+            plain.delivery.transaction_interval
+        );
+        // Every flow key is on the page, set to its default or commented out (the page once
+        // left out seven, and said a flow without `topics` mirrors nothing).
+        let written: Vec<&str> = flow
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim_start().trim_start_matches("# ");
+                l.split_once(" = ").map(|(k, _)| k.trim())
+            })
+            .collect();
+        for key in crate::keys::KEYS {
+            let Some(name) = key.path.strip_prefix("flow.") else {
+                continue;
+            };
+            if !name.contains('.') {
+                assert!(
+                    written.contains(&name),
+                    "docs/src/reference/defaults.md does not write flow key {name}"
+                );
+            }
+        }
         assert_eq!(shown.refresh_topics_interval, plain.refresh_topics_interval);
         assert_eq!(shown.replication_factor, plain.replication_factor);
         assert_eq!(
