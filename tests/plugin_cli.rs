@@ -579,6 +579,77 @@ fn plugin_test_refuses_routes_to_internal_topics() {
     }
 }
 
+/// `plugin test` on `plugin` with `flags` and no input, compiling the plugin afresh (no compile
+/// cache): its exit code, its stderr and how long it took.
+fn compile_fresh(plugin: &str, flags: &[&str]) -> (Option<i32>, String, Duration) {
+    let started = std::time::Instant::now();
+    let out = Command::new(support::Refract::bin())
+        .args(["plugin", "test", plugin, "--input", "-"])
+        .args(flags)
+        .env("REFRACT_CACHE_DIR", "off")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run refract");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr, started.elapsed())
+}
+
+/// A plugin file larger than `max_wasm_bytes` is refused before it is read; the error names the
+/// file, its size, the limit and the key that raises it.
+#[test]
+fn plugin_test_refuses_a_file_past_max_wasm_bytes() {
+    let plugin = hostile();
+    let size = std::fs::metadata(&plugin).expect("hostile.wasm").len();
+    let shown = if size % 1024 == 0 {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} bytes")
+    };
+    let (code, stderr, _) = compile_fresh(&plugin, &["--max-wasm-bytes", "64KiB"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let want = format!(
+        "plugin {plugin}: the file is {shown}, more than its limit of 64 KiB (max_wasm_bytes); raise max_wasm_bytes"
+    );
+    assert!(stderr.contains(&want), "{want:?} in {stderr}");
+}
+
+/// Compiling is bounded in time: past `compile_timeout` the compiler process is killed and the
+/// plugin refused by name, without waiting for the compilation (the Python component takes
+/// seconds to compile); within it the same plugin compiles.
+#[test]
+fn plugin_test_stops_a_compile_past_compile_timeout() {
+    let rust = hostile();
+    let (code, stderr, _) = compile_fresh(&rust, &["--compile-timeout", "1ms"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let want = format!("compiling plugin {rust} took longer than 0.001 s (compile_timeout)");
+    assert!(stderr.contains(&want), "{want:?} in {stderr}");
+    let config = ["--config", "attack=sleep", "--config", "on=x"];
+    let (code, stderr, _) = compile_fresh(&rust, &config);
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let python = hostile::python().display().to_string();
+    let (code, stderr, took) = compile_fresh(&python, &["--compile-timeout", "2s"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("took longer than 2 s (compile_timeout)"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(10), "refused after {took:?}");
+}
+
+/// Compiling is bounded in memory: a compiler process past `compile_memory_limit` (its address
+/// space) is stopped and the plugin refused by name.
+#[test]
+fn plugin_test_stops_a_compile_past_compile_memory_limit() {
+    let python = hostile::python().display().to_string();
+    let (code, stderr, _) = compile_fresh(&python, &["--compile-memory-limit", "256MiB"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let want = format!(
+        "compiling plugin {python} needed more than 256 MiB of memory (compile_memory_limit)"
+    );
+    assert!(stderr.contains(&want), "{want:?} in {stderr}");
+}
+
 /// A ```console block in the book or the README is a transcript: each `$ ` command (with its
 /// `\`-continued lines) runs in bash from the repository root with this build's `refract` first
 /// on PATH, and must print exactly the lines shown under it. Commands there must work without

@@ -21,7 +21,7 @@ use clap::{Parser, Subcommand};
 
 use refract_config::Pipeline;
 use refract_mirror::Mirror;
-use refract_plugin::{PluginLimits, PluginRuntime};
+use refract_plugin::{CompileIn, PluginLimits, PluginRuntime};
 
 /// jemalloc serves every allocation in the process: with its unprefixed symbols librdkafka's
 /// `malloc`/`free` resolve to it too. Each produced record holds several small allocations
@@ -112,7 +112,7 @@ enum PluginCommand {
     /// Run a policy, filter or transform on sample input and print one JSON line per input:
     /// records (JSON lines with topic, partition, offset, timestamp, key, value, headers) for a
     /// processor, topic names for a policy.
-    Test(plugin_test::PluginTest),
+    Test(Box<plugin_test::PluginTest>),
     /// Write a ready plugin project (source with the kind's default behaviour and one place to
     /// change, build script, sample input, README) for a policy, filter or transform in Rust,
     /// Python, JavaScript or C, or for a policy in Go.
@@ -120,6 +120,13 @@ enum PluginCommand {
 }
 
 fn main() -> ExitCode {
+    // A plugin compiler child (refract_plugin::CompileIn::Child): no command line, no logging.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == refract_plugin::COMPILE_CHILD_ARG)
+    {
+        return refract_plugin::compile_child_main();
+    }
     let cli = Cli::parse();
     refract_telemetry::init_logging_as("info", cli.log_format);
     let result = match cli.command {
@@ -179,13 +186,21 @@ fn file_stamps(files: &[PathBuf]) -> Vec<Option<(std::time::SystemTime, u64)>> {
         .collect()
 }
 
-/// The plugin runtime every command uses: default limits, and compiled components cached on
-/// disk (`REFRACT_CACHE_DIR`, default `~/.cache/refract/components`; `off` disables it), at
-/// most `REFRACT_CACHE_MAX_MIB` of them (default 1024).
+/// The plugin runtime every command uses: default limits, compiled components cached on disk
+/// (`REFRACT_CACHE_DIR`, default `~/.cache/refract/components`; `off` disables it), at most
+/// `REFRACT_CACHE_MAX_MIB` of them (default 1024), and compiled in a child process of this
+/// binary, bounded by each plugin's `compile_timeout` and `compile_memory_limit`.
 pub(crate) fn plugin_runtime() -> Result<Arc<PluginRuntime>> {
-    Ok(PluginRuntime::with_cache(
+    // The running binary itself, even after it was replaced or removed on disk (an upgrade).
+    let exe = if cfg!(target_os = "linux") {
+        PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe().context("finding the refract binary to compile plugins with")?
+    };
+    Ok(PluginRuntime::with_compiler(
         PluginLimits::default(),
         refract_plugin::default_cache_dir().as_deref(),
+        CompileIn::Child(exe),
     )?)
 }
 

@@ -45,6 +45,17 @@ pub struct PluginTest {
     /// `max_output_bytes`.
     #[arg(long)]
     pub max_output_bytes: Option<String>,
+    /// The largest plugin file read (`64MiB`), as `max_wasm_bytes`.
+    #[arg(long)]
+    pub max_wasm_bytes: Option<String>,
+    /// The longest compiling the plugin may take (`120s`), as `compile_timeout`; a compiled
+    /// plugin is cached (`REFRACT_CACHE_DIR=off` compiles every time).
+    #[arg(long)]
+    pub compile_timeout: Option<String>,
+    /// The most memory the process compiling the plugin may use (`2GiB`), as
+    /// `compile_memory_limit`.
+    #[arg(long)]
+    pub compile_memory_limit: Option<String>,
     /// Alias of the cluster the input comes from.
     #[arg(long, default_value = "source")]
     pub source_cluster: String,
@@ -71,14 +82,15 @@ impl PluginTest {
                 .transpose()
                 .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
         };
-        let call_timeout = match self.call_timeout.as_deref() {
-            None => None,
+        let duration = |value: Option<&str>, flag: &str| match value {
+            None => Ok(None),
             Some(text) => match refract_config::parse_duration(text) {
-                Ok(d) if !d.is_zero() => Some(d),
-                Ok(_) => bail!("--call-timeout: must be greater than zero"),
-                Err(e) => bail!("--call-timeout: {e}"),
+                Ok(d) if !d.is_zero() => Ok(Some(d)),
+                Ok(_) => bail!("--{flag}: must be greater than zero"),
+                Err(e) => bail!("--{flag}: {e}"),
             },
         };
+        let call_timeout = duration(self.call_timeout.as_deref(), "call-timeout")?;
         for (flag, value) in [
             ("max-outputs-per-record", self.max_outputs_per_record),
             ("max-outputs-per-call", self.max_outputs_per_call),
@@ -97,6 +109,12 @@ impl PluginTest {
                 max_outputs_per_record: self.max_outputs_per_record,
                 max_outputs_per_call: self.max_outputs_per_call,
                 max_output_bytes: size(self.max_output_bytes.as_deref(), "max-output-bytes")?,
+                max_wasm_bytes: size(self.max_wasm_bytes.as_deref(), "max-wasm-bytes")?,
+                compile_timeout: duration(self.compile_timeout.as_deref(), "compile-timeout")?,
+                compile_memory_limit: size(
+                    self.compile_memory_limit.as_deref(),
+                    "compile-memory-limit",
+                )?,
             },
         };
         let runtime = crate::plugin_runtime()?;

@@ -416,6 +416,12 @@ pub struct PluginLimitSettings {
     pub max_outputs_per_call: Option<u32>,
     /// `max_output_bytes`: bytes a call may pass to the host beyond the size of its input.
     pub max_output_bytes: Option<usize>,
+    /// `max_wasm_bytes`: the largest plugin file read and compiled.
+    pub max_wasm_bytes: Option<usize>,
+    /// `compile_timeout`: the longest compiling the plugin may take.
+    pub compile_timeout: Option<Duration>,
+    /// `compile_memory_limit`: the most memory compiling the plugin may use.
+    pub compile_memory_limit: Option<usize>,
 }
 
 /// Equal when they load the same plugin the same way: where it was declared (`key`) does not

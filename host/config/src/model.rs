@@ -489,7 +489,7 @@ mod processor_tests {
     #[test]
     fn sandbox_limits_parse_per_plugin() {
         let text = format!(
-            "{HEAD}policy = {{ plugin = \"builtin:default\", call_timeout = \"2s\", max_output_bytes = \"1MiB\" }}\nprocessors = [{{ plugin = \"builtin:json-mask\", memory_limit = \"128MiB\", call_timeout = \"250ms\", max_outputs_per_record = 10, max_outputs_per_call = 500, max_output_bytes = \"8MiB\" }}]\n"
+            "{HEAD}policy = {{ plugin = \"builtin:default\", call_timeout = \"2s\", max_output_bytes = \"1MiB\" }}\nprocessors = [{{ plugin = \"builtin:json-mask\", memory_limit = \"128MiB\", call_timeout = \"250ms\", max_outputs_per_record = 10, max_outputs_per_call = 500, max_output_bytes = \"8MiB\", max_wasm_bytes = \"1MiB\", compile_timeout = \"30s\", compile_memory_limit = \"1GiB\" }}]\n"
         );
         let p = Pipeline::parse(Path::new("p.toml"), &text).unwrap();
         assert_eq!(
@@ -500,6 +500,9 @@ mod processor_tests {
                 max_outputs_per_record: Some(10),
                 max_outputs_per_call: Some(500),
                 max_output_bytes: Some(8 << 20),
+                max_wasm_bytes: Some(1 << 20),
+                compile_timeout: Some(std::time::Duration::from_secs(30)),
+                compile_memory_limit: Some(1 << 30),
             }
         );
         assert_eq!(

@@ -117,6 +117,9 @@ pub struct RawProcessor {
     pub max_outputs_per_record: Option<Spanned<i64>>,
     pub max_outputs_per_call: Option<Spanned<i64>>,
     pub max_output_bytes: Option<Spanned<String>>,
+    pub max_wasm_bytes: Option<Spanned<String>>,
+    pub compile_timeout: Option<Spanned<String>>,
+    pub compile_memory_limit: Option<Spanned<String>>,
     pub output_topics: Option<Vec<Spanned<String>>>,
     pub max_new_output_topics: Option<Spanned<i64>>,
 }
@@ -131,4 +134,7 @@ pub struct RawPlugin {
     pub max_outputs_per_record: Option<Spanned<i64>>,
     pub max_outputs_per_call: Option<Spanned<i64>>,
     pub max_output_bytes: Option<Spanned<String>>,
+    pub max_wasm_bytes: Option<Spanned<String>>,
+    pub compile_timeout: Option<Spanned<String>>,
+    pub compile_memory_limit: Option<Spanned<String>>,
 }

@@ -132,13 +132,13 @@ impl CompileCache {
 
     /// The compiled component for `wasm`: from disk when a usable artefact is there, else
     /// compiled with `compile` and stored.
-    pub(crate) fn load_or_compile(
+    pub(crate) fn load_or_compile<E>(
         &self,
         engine: &Engine,
         wasm: &[u8],
         plugin: &str,
-        compile: impl FnOnce() -> wasmtime::Result<Component>,
-    ) -> wasmtime::Result<(Component, CacheUse)> {
+        compile: impl FnOnce() -> Result<Component, E>,
+    ) -> Result<(Component, CacheUse), E> {
         let path = self.path_for(wasm);
         if path.is_file() {
             // Read, not mapped: a mapped file truncated under us would crash the process.
@@ -430,11 +430,16 @@ mod tests {
                 .unwrap();
         assert!(runtime.cache().is_some());
         let location = refract_config::PluginLocation::Builtin("builtin:identity".into());
-        let bytes = runtime.read(&location).unwrap();
-        runtime.compile("builtin:identity", &bytes).unwrap();
+        let limits = crate::PluginLimits::default();
+        let bytes = runtime.read(&location, &limits).unwrap();
+        runtime
+            .compile("builtin:identity", &bytes, &limits)
+            .unwrap();
         let files = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(files, 1, "one artefact per component");
-        runtime.compile("builtin:identity", &bytes).unwrap();
+        runtime
+            .compile("builtin:identity", &bytes, &limits)
+            .unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 

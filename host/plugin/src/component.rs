@@ -169,14 +169,15 @@ pub(crate) fn compile_checked(
     accepted: &[&str],
 ) -> Result<(Component, &'static str), PluginError> {
     let name = spec.location.to_string();
-    let bytes = runtime.read(&spec.location)?;
+    let limits = runtime.limits.with_settings(&spec.limits);
+    let bytes = runtime.read(&spec.location, &limits)?;
     // The kind is checked on the binary's export names, before the (slow) compilation, so a
     // component of the wrong kind is rejected at once and never compiled or cached.
     let exports = match top_level_exports(&bytes) {
         Some(exports) => exports,
         // Not parseable as a component: compiling says precisely what is wrong with it.
         None => {
-            runtime.compile(&name, &bytes)?;
+            runtime.compile(&name, &bytes, &limits)?;
             return Err(PluginError::NotAComponent {
                 plugin: name,
                 reason: "its export section cannot be read".into(),
@@ -217,7 +218,7 @@ pub(crate) fn compile_checked(
         .map(|(i, _)| *i)
         .find(|i| accepted.contains(i) && ours.iter().any(|(o, _)| o == i))
     {
-        let component = runtime.compile(&name, &bytes)?;
+        let component = runtime.compile(&name, &bytes, &limits)?;
         return Ok((component, iface));
     }
     let kind = ours

@@ -1,4 +1,8 @@
-use crate::guest_text::{plugin_text, plugin_text_tail, MESSAGE_CAP, STDERR_SHOWN};
+use std::time::Duration;
+
+use crate::guest_text::{
+    bytes_text, plugin_text, plugin_text_tail, size_text, MESSAGE_CAP, STDERR_SHOWN,
+};
 use crate::runtime::PluginLimits;
 use crate::sandbox::{BudgetExceeded, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 use crate::stderr::StderrText;
@@ -13,6 +17,34 @@ pub enum PluginError {
         plugin: String,
         /// What went wrong, in words.
         reason: String,
+    },
+    /// The plugin file is larger than its `max_wasm_bytes`; nothing past the limit was read.
+    #[error("plugin {plugin}: the file is {}, more than its limit of {} (max_wasm_bytes); raise max_wasm_bytes for this plugin if it is meant to be this big", size_text(*size), size_text(*limit))]
+    TooLarge {
+        /// The plugin file.
+        plugin: String,
+        /// Its size in bytes (or what was read of it, when it grew while being read).
+        size: u64,
+        /// `max_wasm_bytes`.
+        limit: u64,
+    },
+    /// Compiling took longer than `compile_timeout`; the compilation was abandoned and nothing
+    /// of it is used.
+    #[error("compiling plugin {plugin} took longer than {} s (compile_timeout) and was abandoned; raise compile_timeout for this plugin if it is meant to take this long", limit.as_secs_f64())]
+    CompileTimeout {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// `compile_timeout`.
+        limit: Duration,
+    },
+    /// Compiling needed more memory than `compile_memory_limit`; the compiler process was
+    /// stopped and nothing of it is used.
+    #[error("compiling plugin {plugin} needed more than {} of memory (compile_memory_limit) and was stopped; raise compile_memory_limit for this plugin if it is meant to need this much", bytes_text(*limit))]
+    CompileMemory {
+        /// The plugin (file or built-in name).
+        plugin: String,
+        /// `compile_memory_limit`, in bytes.
+        limit: usize,
     },
     /// The bytes are not a WebAssembly component wasmtime can compile.
     #[error("plugin {plugin}: not a usable WebAssembly component: {reason}")]
@@ -258,11 +290,19 @@ mod tests {
                 Some("outputs"),
                 Some("max_outputs_per_call"),
             ),
-            (TrapKind::OutputBytes, Some("bytes"), Some("max_output_bytes")),
+            (
+                TrapKind::OutputBytes,
+                Some("bytes"),
+                Some("max_output_bytes"),
+            ),
             (TrapKind::Guest, None, None),
         ];
         for (kind, budget, setting) in cases {
-            assert_eq!((kind.budget(), kind.setting()), (budget, setting), "{kind:?}");
+            assert_eq!(
+                (kind.budget(), kind.setting()),
+                (budget, setting),
+                "{kind:?}"
+            );
             assert!(budget.is_none_or(|b| SANDBOX_BUDGETS.contains(&b)));
         }
     }

@@ -153,6 +153,16 @@ pub(crate) fn bytes_text(n: usize) -> String {
     }
 }
 
+/// A size for people that stays exact: `64 MiB`, `4095 bytes`, `80.5 MiB (84410368 bytes)`.
+pub(crate) fn size_text(n: u64) -> String {
+    let exact = bytes_text(usize::try_from(n).unwrap_or(usize::MAX));
+    if n < 1 << 20 || !exact.ends_with(" bytes") {
+        exact
+    } else {
+        format!("{:.1} MiB ({n} bytes)", n as f64 / f64::from(1 << 20))
+    }
+}
+
 /// A token bucket over one instance's log lines: [`LOG_BURST`] at once, then
 /// [`LOG_LINES_PER_SECOND`]; counts what it refuses so the count can be reported.
 #[derive(Debug)]

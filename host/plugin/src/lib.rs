@@ -12,11 +12,13 @@ mod bindings;
 mod builtin;
 mod cache;
 mod call_budget;
+mod compile;
 mod component;
 mod error;
 mod guest_text;
 mod policy;
 mod processor;
+mod rlimit;
 mod runtime;
 mod sandbox;
 mod stderr;
@@ -26,6 +28,7 @@ pub use bindings::{Header, KafkaRecord, Outcome, OutputRecord, RecordBatch};
 pub use builtin::{guest_dir, BUILTIN_RENAME_WASM};
 pub use cache::{default_cache_dir, CACHE_DIR_ENV, CACHE_MAX_MIB_ENV};
 pub use call_budget::CallBudget;
+pub use compile::{child_main as compile_child_main, CompileIn, COMPILE_CHILD_ARG};
 pub use error::{PluginError, TrapKind, SANDBOX_BUDGETS};
 pub use guest_text::{
     cut_head, plugin_text, plugin_text_tail, INFO_CAP, LOG_BURST, LOG_LINES_PER_SECOND,

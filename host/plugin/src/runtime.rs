@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use refract_config::{PluginLimitSettings, PluginLocation};
@@ -13,8 +13,9 @@ use crate::bindings::policy::{refract, PolicyPlugin as PolicyWorld};
 use crate::bindings::LogLevel;
 use crate::builtin::builtin_bytes;
 use crate::cache::CompileCache;
+use crate::compile::{compile_bounded, engine_config, read_capped, CompileIn};
 use crate::error::PluginError;
-use crate::guest_text::{plugin_text, wasm_error, LogGate, LOG_LINE_CAP};
+use crate::guest_text::{plugin_text, LogGate, LOG_LINE_CAP};
 use crate::sandbox::{
     link_virtual_clocks, InstanceBudget, VirtualClock, VirtualClocks, MAX_HANDLES, MAX_RANDOM_BYTES,
 };
@@ -39,6 +40,13 @@ pub struct PluginLimits {
     /// Bytes a call may pass to the host beyond the size of its input (`max_output_bytes`):
     /// checked while the answer is copied out of the guest, so the host never holds more.
     pub max_output_bytes: usize,
+    /// Largest plugin file read (`max_wasm_bytes`), checked before it is read.
+    pub max_wasm_bytes: usize,
+    /// Longest a compilation may take (`compile_timeout`); see [`CompileIn`].
+    pub compile_timeout: Duration,
+    /// Most memory (address space) a compiler child may use (`compile_memory_limit`); see
+    /// [`CompileIn`].
+    pub compile_memory_limit: usize,
 }
 
 impl PluginLimits {
@@ -59,6 +67,11 @@ impl PluginLimits {
                 .max_outputs_per_call
                 .unwrap_or(self.max_outputs_per_call),
             max_output_bytes: settings.max_output_bytes.unwrap_or(self.max_output_bytes),
+            max_wasm_bytes: settings.max_wasm_bytes.unwrap_or(self.max_wasm_bytes),
+            compile_timeout: settings.compile_timeout.unwrap_or(self.compile_timeout),
+            compile_memory_limit: settings
+                .compile_memory_limit
+                .unwrap_or(self.compile_memory_limit),
         }
     }
 
@@ -77,6 +90,9 @@ impl Default for PluginLimits {
             max_outputs_per_record: 1000,
             max_outputs_per_call: 100_000,
             max_output_bytes: 64 << 20,
+            max_wasm_bytes: 64 << 20,
+            compile_timeout: Duration::from_secs(120),
+            compile_memory_limit: 2 << 30,
         }
     }
 }
@@ -163,6 +179,7 @@ pub struct PluginRuntime {
     pub(crate) linker: Linker<PluginState>,
     pub(crate) limits: PluginLimits,
     cache: Option<CompileCache>,
+    compile_in: CompileIn,
     _ticker: EpochTicker,
 }
 
@@ -181,13 +198,21 @@ impl PluginRuntime {
         limits: PluginLimits,
         cache_dir: Option<&Path>,
     ) -> Result<Arc<Self>, PluginError> {
+        Self::with_compiler(limits, cache_dir, CompileIn::Thread)
+    }
+
+    /// [`PluginRuntime::with_cache`], compiling plugins as `compile_in` says (the `refract`
+    /// binary: in a child process, bounded in time and memory).
+    pub fn with_compiler(
+        limits: PluginLimits,
+        cache_dir: Option<&Path>,
+        compile_in: CompileIn,
+    ) -> Result<Arc<Self>, PluginError> {
         let setup = |reason: wasmtime::Error| PluginError::Link {
             plugin: "(runtime)".into(),
             reason: format!("{reason:#}"),
         };
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        let engine = Engine::new(&config).map_err(setup)?;
+        let engine = Engine::new(&engine_config()).map_err(setup)?;
         let mut linker = Linker::<PluginState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(setup)?;
         link_virtual_clocks(&mut linker).map_err(setup)?;
@@ -214,6 +239,7 @@ impl PluginRuntime {
             linker,
             limits,
             cache,
+            compile_in,
             _ticker: EpochTicker {
                 stop,
                 thread: Some(thread),
@@ -221,10 +247,11 @@ impl PluginRuntime {
         }))
     }
 
-    /// The bytes of a built-in plugin or a plugin file.
+    /// The bytes of a built-in plugin or a plugin file (at most `limits.max_wasm_bytes`).
     pub(crate) fn read(
         &self,
         location: &PluginLocation,
+        limits: &PluginLimits,
     ) -> Result<std::borrow::Cow<'static, [u8]>, PluginError> {
         let plugin = location.to_string();
         Ok(match location {
@@ -234,34 +261,31 @@ impl PluginRuntime {
                     reason: "no built-in plugin has this name".into(),
                 })?
                 .into(),
-            PluginLocation::File(path) => std::fs::read(path)
-                .map_err(|e| PluginError::Read {
-                    plugin: plugin.clone(),
-                    reason: e.to_string(),
-                })?
-                .into(),
+            PluginLocation::File(path) => read_capped(&plugin, path, limits)?.into(),
         })
     }
 
-    /// Compiles a component read by [`PluginRuntime::read`] (through the cache when there is one).
-    pub(crate) fn compile(&self, plugin: &str, bytes: &[u8]) -> Result<Component, PluginError> {
+    /// Compiles a component read by [`PluginRuntime::read`] (through the cache when there is
+    /// one), within `limits`' `compile_timeout` and `compile_memory_limit`.
+    pub(crate) fn compile(
+        &self,
+        plugin: &str,
+        bytes: &[u8],
+        limits: &PluginLimits,
+    ) -> Result<Component, PluginError> {
         if wasmparser_is_core_module(bytes) {
             return Err(PluginError::NotAComponent {
                 plugin: plugin.to_string(),
                 reason: "it is a core WebAssembly module, not a component; build for wasm32-wasip2 or wrap it with `wasm-tools component new`".into(),
             });
         }
-        let compile = || Component::from_binary(&self.engine, bytes);
-        let compiled = match &self.cache {
+        let compile = || compile_bounded(&self.engine, &self.compile_in, plugin, bytes, limits);
+        match &self.cache {
             Some(cache) => cache
                 .load_or_compile(&self.engine, bytes, plugin, compile)
                 .map(|(component, _)| component),
             None => compile(),
-        };
-        compiled.map_err(|e| PluginError::NotAComponent {
-            plugin: plugin.to_string(),
-            reason: wasm_error(&e),
-        })
+        }
     }
 
     /// The compile cache in use, if any.

@@ -190,7 +190,7 @@ fn documented_sandbox_defaults_are_the_runtimes() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 10);
+    assert_eq!(checked, 16);
 }
 
 /// The built-in plugins' config sections of docs/src/reference/builtin-plugins.md are their

@@ -43,6 +43,9 @@ impl Builder<'_> {
             max_outputs_per_record: raw.max_outputs_per_record,
             max_outputs_per_call: raw.max_outputs_per_call,
             max_output_bytes: raw.max_output_bytes,
+            max_wasm_bytes: raw.max_wasm_bytes,
+            compile_timeout: raw.compile_timeout,
+            compile_memory_limit: raw.compile_memory_limit,
         };
         let plugin = self.plugin(key, Spanned::new(span, plugin), BUILTIN_PROCESSORS)?;
         let output_topics = raw
@@ -129,26 +132,32 @@ impl Builder<'_> {
                 })
                 .transpose()
         };
-        let call_timeout = match raw.call_timeout {
-            None => None,
-            Some(t) => match parse_duration(t.get_ref()) {
-                Ok(d) if !d.is_zero() => Some(d),
-                Ok(_) => {
-                    return self.err(
-                        t.span(),
-                        format!("{key}.call_timeout"),
-                        "must be greater than zero".into(),
-                    )
-                }
-                Err(e) => return self.err(t.span(), format!("{key}.call_timeout"), e),
-            },
+        let duration = |value: Option<Spanned<String>>,
+                        name: &str|
+         -> Result<Option<std::time::Duration>, ConfigError> {
+            let Some(t) = value else {
+                return Ok(None);
+            };
+            match parse_duration(t.get_ref()) {
+                Ok(d) if !d.is_zero() => Ok(Some(d)),
+                Ok(_) => self.err(
+                    t.span(),
+                    format!("{key}.{name}"),
+                    "must be greater than zero".into(),
+                ),
+                Err(e) => self.err(t.span(), format!("{key}.{name}"), e),
+            }
         };
+        let call_timeout = duration(raw.call_timeout, "call_timeout")?;
         let limits = PluginLimitSettings {
             memory_limit: size(raw.memory_limit, "memory_limit")?,
             call_timeout,
             max_outputs_per_record: count(raw.max_outputs_per_record, "max_outputs_per_record")?,
             max_outputs_per_call: count(raw.max_outputs_per_call, "max_outputs_per_call")?,
             max_output_bytes: size(raw.max_output_bytes, "max_output_bytes")?,
+            max_wasm_bytes: size(raw.max_wasm_bytes, "max_wasm_bytes")?,
+            compile_timeout: duration(raw.compile_timeout, "compile_timeout")?,
+            compile_memory_limit: size(raw.compile_memory_limit, "compile_memory_limit")?,
         };
         Ok(PluginSpec {
             location,
