@@ -4,22 +4,32 @@
 //! seconds to compile and milliseconds to deserialize.
 //!
 //! Deserializing compiled code is only safe for files this host wrote itself, so the cache is used
-//! only when its directory belongs to the user running refract and nobody else can write to it.
-//! A file that fails to load (a different wasmtime, a truncated write) is compiled again and
-//! replaced; any other cache failure only costs the compile it would have saved.
+//! only when its directory belongs to the user running refract, nobody else can write to it, and
+//! none of its parent directories lets another user move it (module `private`); an artefact is
+//! opened without following a symbolic link and loaded only when the opened file is this user's
+//! alone and its integrity tag, computed with a key kept outside the cache, is right (module
+//! `tag`). A refused artefact is named in a warning and the plugin compiled again instead; a
+//! file that fails to load (a different wasmtime) is compiled again and replaced; any other cache
+//! failure only costs the compile it would have saved.
 //!
 //! The cache is bounded: past `$REFRACT_CACHE_MAX_MIB` (1024 MiB by default) the least recently
 //! used artefacts are removed after each store, so hot swaps and plugin builds that each bring new
 //! bytes do not fill the disk (a Python component compiles to 37 MB).
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
+
+mod private;
+mod tag;
+
+use private::{check_ancestors, check_private, create_private_dir, file_owner, open_private};
+use tag::{default_key_path, TagKey};
 
 /// Environment variable naming the cache directory; `off` disables the cache.
 pub const CACHE_DIR_ENV: &str = "REFRACT_CACHE_DIR";
@@ -62,6 +72,7 @@ pub fn default_cache_dir() -> Option<PathBuf> {
 /// Where compiled components live, once the directory passed the ownership check.
 #[derive(Debug, Clone)]
 pub(crate) struct CompileCache {
+    /// The directory, every symbolic link resolved (its parents were checked on this path).
     dir: PathBuf,
     /// Mixed into every key: artefacts of another wasmtime or engine config never match.
     engine_key: [u8; 8],
@@ -69,6 +80,8 @@ pub(crate) struct CompileCache {
     owner: u32,
     /// Past this many bytes of artefacts, the least recently used are removed.
     max_bytes: u64,
+    /// The key of the artefacts' integrity tags.
+    key: TagKey,
 }
 
 /// What a lookup did, for logs and tests.
@@ -84,8 +97,22 @@ pub(crate) enum CacheUse {
 
 impl CompileCache {
     /// A cache in `dir` (created with mode 0700 when missing), or `None` with a warning when it
-    /// cannot be created or others could write to it.
+    /// cannot be created or others could write to it or to one of its parents. Its tags use the
+    /// user's key file (see module `tag`), or a key of this process's own when that is unusable.
     pub(crate) fn open(dir: &Path, engine: &Engine) -> Option<Self> {
+        Self::open_with(dir, engine, |owner| {
+            let path = default_key_path()
+                .ok_or_else(|| "neither XDG_STATE_HOME nor HOME is set".to_string())?;
+            TagKey::load_or_create(&path, owner)
+        })
+    }
+
+    /// [`CompileCache::open`] with the tag key `key` gives for the cache's owner.
+    fn open_with(
+        dir: &Path,
+        engine: &Engine,
+        key: impl FnOnce(u32) -> Result<TagKey, String>,
+    ) -> Option<Self> {
         if let Err(e) = create_private_dir(dir) {
             tracing::warn!(
                 "plugin compile cache {} unusable, compiling every plugin at start: {e}",
@@ -93,11 +120,29 @@ impl CompileCache {
             );
             return None;
         }
-        let owner = match file_owner(dir).and_then(|owner| {
+        let checked = file_owner(dir).and_then(|owner| {
             check_private(dir, owner)?;
-            Ok(owner)
-        }) {
-            Ok(owner) => owner,
+            Ok((owner, check_ancestors(dir, owner)?))
+        });
+        let (owner, real_dir) = match checked {
+            Ok(checked) => checked,
+            Err(e) => {
+                tracing::warn!(
+                    "plugin compile cache {} not used, compiling every plugin at start: {e}",
+                    dir.display()
+                );
+                return None;
+            }
+        };
+        let key = key(owner).or_else(|e| {
+            tracing::warn!(
+                "plugin compile cache {}: no usable key file ({e}); this process tags and loads only its own compiled plugins",
+                dir.display()
+            );
+            TagKey::ephemeral()
+        });
+        let key = match key {
+            Ok(key) => key,
             Err(e) => {
                 tracing::warn!(
                     "plugin compile cache {} not used, compiling every plugin at start: {e}",
@@ -109,10 +154,11 @@ impl CompileCache {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         Some(Self {
-            dir: dir.to_path_buf(),
+            dir: real_dir,
             engine_key: hasher.finish().to_le_bytes(),
             owner,
             max_bytes: max_bytes_from_env(),
+            key,
         })
     }
 
@@ -140,33 +186,29 @@ impl CompileCache {
         compile: impl FnOnce() -> Result<Component, E>,
     ) -> Result<(Component, CacheUse), E> {
         let path = self.path_for(wasm);
-        if path.is_file() {
-            // Read, not mapped: a mapped file truncated under us would crash the process.
-            let loaded = check_private(&path, self.owner)
-                .and_then(|()| std::fs::read(&path).map_err(|e| e.to_string()))
-                .and_then(|artefact| {
-                    // SAFETY: the file is in a directory only this user can write, and only this
-                    // cache writes there (atomically, by rename); wasmtime checks that the
-                    // artefact was built by this version and engine configuration before use.
-                    unsafe { Component::deserialize(engine, &artefact) }.map_err(|e| e.to_string())
-                });
-            match loaded {
-                Ok(component) => {
-                    tracing::debug!(plugin, "loaded compiled plugin from {}", path.display());
-                    touch(&path);
-                    return Ok((component, CacheUse::Hit));
-                }
-                Err(e) => {
-                    tracing::debug!(plugin, "recompiling {}: {e}", path.display());
-                }
+        match self.load(engine, &path) {
+            Ok(Some(component)) => {
+                tracing::debug!(plugin, "loaded compiled plugin from {}", path.display());
+                return Ok((component, CacheUse::Hit));
+            }
+            Ok(None) => {}
+            Err(Refused::Untrusted(why)) => tracing::warn!(
+                plugin,
+                "plugin compile cache: not loading {}: {why}; compiling the plugin instead",
+                path.display()
+            ),
+            Err(Refused::Unusable(why)) => {
+                tracing::debug!(plugin, "recompiling {}: {why}", path.display())
             }
         }
         let component = compile()?;
         let used = match component
             .serialize()
             .map_err(|e| e.to_string())
-            .and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| e.to_string()))
-        {
+            .and_then(|bytes| {
+                let sealed = self.key.seal(&file_name(&path), bytes);
+                write_atomically(&path, &sealed).map_err(|e| e.to_string())
+            }) {
             Ok(()) => {
                 self.prune(&path);
                 CacheUse::Stored
@@ -181,6 +223,33 @@ impl CompileCache {
             }
         };
         Ok((component, used))
+    }
+
+    /// The compiled component stored at `path`: `Ok(None)` when there is none, refused when it is
+    /// not this user's alone or its tag is wrong, unusable when wasmtime cannot load it.
+    fn load(&self, engine: &Engine, path: &Path) -> Result<Option<Component>, Refused> {
+        let Some(mut file) = open_private(path, self.owner, false).map_err(Refused::Untrusted)?
+        else {
+            return Ok(None);
+        };
+        // Read, not mapped: a mapped file truncated under us would crash the process.
+        let mut stored = Vec::new();
+        file.read_to_end(&mut stored)
+            .map_err(|e| Refused::Unusable(e.to_string()))?;
+        let artefact = self.key.open(&file_name(path), &stored).ok_or_else(|| {
+            Refused::Untrusted(
+                "its integrity tag is wrong: it changed since this user's refract wrote it, or another wrote it".into(),
+            )
+        })?;
+        // SAFETY: the file is this user's alone (opened without following a link, owned by this
+        // user, writable by nobody else, one name) in a directory only this user can write and
+        // nobody can move, and its tag, computed over these very bytes with a key only this user
+        // can read, proves this user's refract wrote them; wasmtime also checks that the
+        // artefact was built by this version and engine configuration before use.
+        let component = unsafe { Component::deserialize(engine, artefact) }
+            .map_err(|e| Refused::Unusable(e.to_string()))?;
+        touch(&file, path);
+        Ok(Some(component))
     }
 
     /// Removes the least recently used artefacts (oldest modification time: a load touches its
@@ -233,13 +302,26 @@ impl CompileCache {
     }
 }
 
-/// Marks an artefact as just used (its modification time), for [`CompileCache::prune`].
-fn touch(path: &Path) {
-    let touched = std::fs::File::options()
-        .write(true)
-        .open(path)
-        .and_then(|f| f.set_modified(SystemTime::now()));
-    if let Err(e) = touched {
+/// Why a stored artefact was not loaded.
+#[derive(Debug)]
+enum Refused {
+    /// It may not be what this user's refract wrote: never loaded, and said so.
+    Untrusted(String),
+    /// It is, but cannot be loaded (another wasmtime, a read error).
+    Unusable(String),
+}
+
+/// The name an artefact is stored under (what its tag covers, so it cannot pass for another).
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Marks the artefact open as `file` as just used (its modification time), for
+/// [`CompileCache::prune`].
+fn touch(file: &std::fs::File, path: &Path) {
+    if let Err(e) = file.set_modified(SystemTime::now()) {
         tracing::debug!("cannot mark {} as used: {e}", path.display());
     }
 }
@@ -247,58 +329,6 @@ fn touch(path: &Path) {
 fn wasmtime_version() -> &'static str {
     // The crate's exact version is pinned in Cargo.toml; the compatibility hash covers the rest.
     "wasmtime-48.0.8"
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
-}
-
-/// The owner of a file this process creates in `dir`: the user refract writes files as.
-fn file_owner(dir: &Path) -> Result<u32, String> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let probe = tempfile::NamedTempFile::new_in(dir).map_err(|e| e.to_string())?;
-        Ok(probe.as_file().metadata().map_err(|e| e.to_string())?.uid())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(0)
-    }
-}
-
-/// Refuses a path others could have written: group- or world-writable, or not owned by `owner`.
-fn check_private(path: &Path, owner: u32) -> Result<(), String> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-        if meta.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{} is writable by other users (mode {:o})",
-                path.display(),
-                meta.mode() & 0o777
-            ));
-        }
-        if meta.uid() != owner {
-            return Err(format!(
-                "{} belongs to uid {}, not to this user (uid {owner})",
-                path.display(),
-                meta.uid()
-            ));
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (path, owner);
-    Ok(())
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -318,16 +348,132 @@ mod tests {
     use crate::builtin::builtin_bytes;
 
     fn engine() -> Engine {
-        let mut config = wasmtime::Config::new();
-        config.epoch_interruption(true);
-        Engine::new(&config).unwrap()
+        Engine::new(&crate::compile::engine_config()).unwrap()
+    }
+
+    /// A cache in `dir` with a fixed tag key (the user's key file is left alone).
+    fn open(dir: &Path, engine: &Engine) -> Option<CompileCache> {
+        CompileCache::open_with(dir, engine, |_| Ok(TagKey::fixed([7; tag::TAG_LEN])))
+    }
+
+    /// Compiles `wasm` through `cache`, counting compilations in `compiles`.
+    fn through(
+        cache: &CompileCache,
+        engine: &Engine,
+        wasm: &[u8],
+        compiles: &Cell<u32>,
+    ) -> CacheUse {
+        let compile = || {
+            compiles.set(compiles.get() + 1);
+            Component::from_binary(engine, wasm)
+        };
+        cache.load_or_compile(engine, wasm, "p", compile).unwrap().1
+    }
+
+    /// An artefact changed in place, another plugin's artefact moved in, and one written with
+    /// another key are never loaded: each is compiled again and replaced.
+    #[test]
+    fn a_tampered_artefact_is_compiled_again_not_loaded() {
+        let engine = engine();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = open(dir.path(), &engine).unwrap();
+        let compiles = Cell::new(0);
+        let wasm = builtin_bytes("builtin:identity").unwrap();
+        assert_eq!(through(&cache, &engine, wasm, &compiles), CacheUse::Stored);
+        let path = cache.path_for(wasm);
+        let stored = std::fs::read(&path).unwrap();
+
+        // One byte in the middle of the compiled code, the length unchanged.
+        let mut changed = stored.clone();
+        let middle = changed.len() / 2;
+        changed[middle] ^= 0x40;
+        std::fs::write(&path, &changed).unwrap();
+        assert_eq!(through(&cache, &engine, wasm, &compiles), CacheUse::Stored);
+        assert_eq!(std::fs::read(&path).unwrap(), stored, "replaced");
+        assert_eq!(through(&cache, &engine, wasm, &compiles), CacheUse::Hit);
+
+        // Another plugin's valid artefact under this plugin's name.
+        let other = builtin_bytes("builtin:default").unwrap();
+        assert_eq!(through(&cache, &engine, other, &compiles), CacheUse::Stored);
+        std::fs::copy(cache.path_for(other), &path).unwrap();
+        assert_eq!(through(&cache, &engine, wasm, &compiles), CacheUse::Stored);
+
+        // Written by a refract with another key (another user's, or a forger's).
+        let forger = CompileCache::open_with(dir.path(), &engine, |_| {
+            Ok(TagKey::fixed([9; tag::TAG_LEN]))
+        })
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(through(&forger, &engine, wasm, &compiles), CacheUse::Stored);
+        assert_eq!(through(&cache, &engine, wasm, &compiles), CacheUse::Stored);
+        assert_eq!(compiles.get(), 6);
+    }
+
+    /// An artefact that is a symbolic link (even to a valid artefact), is writable by others or
+    /// has a second name is not loaded; it is compiled again and replaced by a file of its own.
+    #[cfg(unix)]
+    #[test]
+    fn an_artefact_not_private_to_this_user_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = engine();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (cache_a, cache_b) = (
+            open(a.path(), &engine).unwrap(),
+            open(b.path(), &engine).unwrap(),
+        );
+        let compiles = Cell::new(0);
+        let wasm = builtin_bytes("builtin:identity").unwrap();
+        assert_eq!(
+            through(&cache_a, &engine, wasm, &compiles),
+            CacheUse::Stored
+        );
+        let (in_a, in_b) = (cache_a.path_for(wasm), cache_b.path_for(wasm));
+        std::os::unix::fs::symlink(&in_a, &in_b).unwrap();
+        assert_eq!(
+            through(&cache_b, &engine, wasm, &compiles),
+            CacheUse::Stored
+        );
+        assert!(!std::fs::symlink_metadata(&in_b).unwrap().is_symlink());
+        assert_eq!(through(&cache_b, &engine, wasm, &compiles), CacheUse::Hit);
+
+        std::fs::set_permissions(&in_b, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(
+            through(&cache_b, &engine, wasm, &compiles),
+            CacheUse::Stored
+        );
+
+        let second = b.path().join("second-name");
+        std::fs::hard_link(&in_b, &second).unwrap();
+        assert_eq!(
+            through(&cache_b, &engine, wasm, &compiles),
+            CacheUse::Stored
+        );
+        assert_eq!(compiles.get(), 4);
+    }
+
+    /// A private cache directory inside a parent others may write to is refused, unless that
+    /// parent has the sticky bit (as `/tmp` has).
+    #[cfg(unix)]
+    #[test]
+    fn refuses_a_directory_whose_parent_others_can_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = engine();
+        let top = tempfile::tempdir().unwrap();
+        let parent = top.path().join("parent");
+        let dir = parent.join("cache");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        for (mode, used) in [(0o777, false), (0o1777, true), (0o755, true)] {
+            std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(open(&dir, &engine).is_some(), used, "parent mode {mode:o}");
+        }
     }
 
     #[test]
     fn compiles_once_then_loads_and_recovers_from_a_bad_file() {
         let engine = engine();
         let dir = tempfile::tempdir().unwrap();
-        let cache = CompileCache::open(&dir.path().join("c"), &engine).expect("private dir");
+        let cache = open(&dir.path().join("c"), &engine).expect("private dir");
         let wasm = builtin_bytes("builtin:identity").unwrap();
         let compiles = Cell::new(0);
         let compile = || {
@@ -362,7 +508,7 @@ mod tests {
     fn keeps_within_its_bound_by_removing_the_least_recently_used() {
         let engine = engine();
         let dir = tempfile::tempdir().unwrap();
-        let mut cache = CompileCache::open(dir.path(), &engine).expect("private dir");
+        let mut cache = open(dir.path(), &engine).expect("private dir");
         let wasms = ["builtin:identity", "builtin:default", "builtin:filter"]
             .map(|name| builtin_bytes(name).unwrap());
         let load = |cache: &CompileCache, wasm: &[u8]| {
@@ -389,7 +535,7 @@ mod tests {
                 .unwrap()
                 .serialize()
                 .unwrap();
-            bytes.len() as u64
+            (bytes.len() + tag::TAG_LEN) as u64
         };
         cache.max_bytes = len(&a) + c_len;
         assert_eq!(load(&cache, wasms[2]), CacheUse::Stored);
@@ -417,9 +563,9 @@ mod tests {
         let engine = engine();
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(CompileCache::open(dir.path(), &engine).is_none());
+        assert!(open(dir.path(), &engine).is_none());
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-        assert!(CompileCache::open(dir.path(), &engine).is_some());
+        assert!(open(dir.path(), &engine).is_some());
     }
 
     #[test]
