@@ -4,7 +4,8 @@
 //! - [`snippets`]: every TOML block and `refract …` command line of the README and the book
 //!   parses;
 //! - [`samples`]: sample outputs shown in the book are what the code prints;
-//! - [`completeness`]: the hand-written reference pages name everything the code uses.
+//! - [`completeness`]: the hand-written reference pages name everything the code uses;
+//! - [`statements`]: single statements of the book held to the code or scripts they describe.
 //!
 //! The pipeline, MM2-key and metrics references are generated and checked in the crates that
 //! own their tables (`refract-config`, `refract-mirror`).
@@ -15,6 +16,7 @@ mod completeness;
 mod references;
 mod samples;
 mod snippets;
+mod statements;
 
 /// The repository's root.
 fn root() -> PathBuf {
