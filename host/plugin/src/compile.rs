@@ -214,8 +214,17 @@ fn in_child(
     }
     let status = child.wait();
     let _ = collector.join();
+    let status = status.map_err(|e| {
+        not_a_component(
+            plugin,
+            format!("waiting for the compiler process failed: {e}"),
+        )
+    })?;
     let (artefact, message) = match received {
         Err(_) => return Err(timed_out(plugin, limits.compile_timeout)),
+        // A child that died (its memory limit hit while reading its input) breaks the pipe:
+        // how it ended says more than the broken pipe.
+        Ok(Err(_)) if !status.success() => (Vec::new(), Vec::new()),
         Ok(Err(e)) => {
             return Err(not_a_component(
                 plugin,
@@ -226,12 +235,6 @@ fn in_child(
     };
     let message = String::from_utf8_lossy(&message);
     let message = plugin_text(message.trim(), WASM_ERROR_CAP);
-    let status = status.map_err(|e| {
-        not_a_component(
-            plugin,
-            format!("waiting for the compiler process failed: {e}"),
-        )
-    })?;
     if !status.success() {
         return Err(child_failed(plugin, &status, &message, limits));
     }
@@ -255,17 +258,25 @@ fn child_failed(
     message: &str,
     limits: &PluginLimits,
 ) -> PluginError {
-    use std::os::unix::process::ExitStatusExt;
     // An allocation the address-space limit refused aborts the child ("memory allocation of N
     // bytes failed"); the CPU-time limit sends SIGXCPU.
-    const SIGABRT: i32 = 6;
-    const SIGXCPU: i32 = 24;
-    match status.signal() {
-        Some(SIGXCPU) => timed_out(plugin, limits.compile_timeout),
-        Some(SIGABRT) if message.contains("memory allocation") => PluginError::CompileMemory {
-            plugin: plugin.to_string(),
-            limit: limits.compile_memory_limit,
-        },
+    #[cfg(unix)]
+    let signal = {
+        use std::os::unix::process::ExitStatusExt;
+        status.signal()
+    };
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    match signal {
+        #[cfg(unix)]
+        Some(libc::SIGXCPU) => timed_out(plugin, limits.compile_timeout),
+        #[cfg(unix)]
+        Some(libc::SIGABRT) if message.contains("memory allocation") => {
+            PluginError::CompileMemory {
+                plugin: plugin.to_string(),
+                limit: limits.compile_memory_limit,
+            }
+        }
         Some(signal) => not_a_component(
             plugin,
             format!(
