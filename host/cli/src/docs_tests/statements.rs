@@ -1,7 +1,8 @@
 //! Statements of the book held to the code or the scripts they describe: the prerequisites
-//! `.ci/run` checks.
+//! `.ci/run` checks and the log lines the book quotes.
 
 use super::root;
+use super::snippets::markdown_files;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -60,5 +61,270 @@ fn prerequisites_page_names_what_ci_checks() {
     assert_eq!(
         first, "bash .ci/check-prerequisites",
         ".ci/run must check its prerequisites before its first other step"
+    );
+}
+
+/// The string literals of Rust source `text` (escapes resolved, `\` line continuations joined;
+/// raw strings as written), skipping comments.
+fn string_literals(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if text[i..].starts_with("//") {
+            i = text[i..].find('\n').map_or(b.len(), |n| i + n);
+            continue;
+        }
+        if text[i..].starts_with("'\"'") {
+            i += 3;
+            continue;
+        }
+        if text[i..].starts_with("'\\\"'") {
+            i += 4;
+            continue;
+        }
+        let ident_before = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        if b[i] == b'r' && !ident_before {
+            let hashes = text[i + 1..].bytes().take_while(|&c| c == b'#').count();
+            if b.get(i + 1 + hashes) == Some(&b'"') {
+                let start = i + 2 + hashes;
+                let end = format!("\"{}", "#".repeat(hashes));
+                let Some(len) = text[start..].find(&end) else {
+                    break;
+                };
+                out.push(text[start..start + len].to_string());
+                i = start + len + end.len();
+                continue;
+            }
+        }
+        if b[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let mut s = String::new();
+        let mut chars = text[i + 1..].char_indices();
+        let mut end = b.len();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '"' => {
+                    end = i + 1 + at + 1;
+                    break;
+                }
+                '\\' => match chars.next() {
+                    Some((_, '\n')) => {
+                        // A continuation: the next line's leading whitespace is dropped.
+                        let rest = chars.as_str();
+                        let skip = rest.len() - rest.trim_start().len();
+                        for _ in 0..rest[..skip].chars().count() {
+                            chars.next();
+                        }
+                    }
+                    Some((_, 'n')) => s.push('\n'),
+                    Some((_, 't')) => s.push('\t'),
+                    Some((_, c)) => s.push(c),
+                    None => {}
+                },
+                c => s.push(c),
+            }
+        }
+        out.push(s);
+        i = end;
+    }
+    out
+}
+
+/// A token of a format string or of a quote in the book: a character, a `{…}` placeholder of
+/// the format (any text of the quote), or an ellipsis of the quote (any text of the format).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Token {
+    Char(char),
+    Placeholder,
+    Ellipsis,
+}
+
+/// `text` as tokens, runs of whitespace as one space; `{…}` as placeholders (`{{`, `}}` as
+/// braces) when `format`, `…` and `...` as ellipses otherwise.
+fn tokens(text: &str, format: bool) -> Vec<Token> {
+    let mut out = Vec::new();
+    let text = if format {
+        text.to_string()
+    } else {
+        text.replace("...", "…")
+    };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let token = match c {
+            '{' if format && chars.peek() == Some(&'{') => {
+                chars.next();
+                Token::Char('{')
+            }
+            '}' if format && chars.peek() == Some(&'}') => {
+                chars.next();
+                Token::Char('}')
+            }
+            '{' if format => {
+                for c in chars.by_ref() {
+                    if c == '}' {
+                        break;
+                    }
+                }
+                Token::Placeholder
+            }
+            '…' if !format => Token::Ellipsis,
+            c if c.is_whitespace() => Token::Char(' '),
+            c => Token::Char(c),
+        };
+        if token == Token::Char(' ') && out.last() == Some(&Token::Char(' ')) {
+            continue;
+        }
+        out.push(token);
+    }
+    out
+}
+
+/// Whether `quote` is an instance of `format`: each placeholder stands for some text of the
+/// quote, each ellipsis of the quote for some text of the format; spaces are not significant.
+fn quotes(format: &[Token], quote: &[Token]) -> bool {
+    let (f, q) = (format.len(), quote.len());
+    // can[i][j]: format[i..] matches quote[j..]
+    let mut can = vec![vec![false; q + 1]; f + 1];
+    for i in (0..=f).rev() {
+        for j in (0..=q).rev() {
+            can[i][j] = if i == f && j == q {
+                true
+            } else if j < q && quote[j] == Token::Ellipsis {
+                can[i][j + 1] || (i < f && can[i + 1][j])
+            } else if i < f && format[i] == Token::Placeholder {
+                j < q && (can[i + 1][j + 1] || can[i][j + 1])
+            } else if i < f && format[i] == Token::Char(' ') && can[i + 1][j] {
+                true
+            } else if j < q && quote[j] == Token::Char(' ') && can[i][j + 1] {
+                true
+            } else {
+                i < f && j < q && format[i] == quote[j] && can[i + 1][j + 1]
+            };
+        }
+    }
+    can[0][0]
+}
+
+/// The inline code spans of a Markdown text outside its fenced blocks.
+fn code_spans(markdown: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            prose.push('\n');
+            continue;
+        }
+        if !fenced {
+            prose.push_str(line);
+        }
+        prose.push('\n');
+    }
+    prose
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Log lines and messages the book quotes are what the code writes. A quote is taken for one
+/// when it starts like a message of the host's code (the message's first 30 characters, or all
+/// of at least 20, with three spaces: words, not a setting; after a leading placeholder such as
+/// `{e:#}; ` if any):
+/// then it must be that message, with its placeholders filled in (`N`, `orders[0]=100`, …) and
+/// `…` for any text left out, a cut end included. A message reworded in the code without its
+/// quote, or a quote reworded from memory, fails here.
+#[test]
+fn quoted_log_lines_are_what_the_code_logs() {
+    fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if name != "docs_tests" {
+                    walk(&path, out);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                let shown = path
+                    .strip_prefix(root())
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                for s in string_literals(code) {
+                    out.push((shown.clone(), s));
+                }
+            }
+        }
+    }
+    let mut literals = Vec::new();
+    walk(&root().join("host"), &mut literals);
+    // Each message with the words a quote of it starts with.
+    let messages: Vec<(String, Vec<Token>, String)> = literals
+        .into_iter()
+        .filter_map(|(file, s)| {
+            let tokens = tokens(&s, true);
+            let lead: String = tokens
+                .iter()
+                .skip_while(|t| **t == Token::Placeholder)
+                .map_while(|t| match t {
+                    Token::Char(c) => Some(*c),
+                    _ => None,
+                })
+                .collect();
+            let lead = lead
+                .trim_start_matches([';', ':', ',', '.', ' '])
+                .to_string();
+            let lead: String = lead.chars().take(30).collect();
+            (lead.chars().count() >= 20 && lead.matches(' ').count() >= 3)
+                .then_some((file, tokens, lead))
+        })
+        .collect();
+    assert!(
+        messages.len() > 200,
+        "only {} messages found",
+        messages.len()
+    );
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for md in markdown_files() {
+        let text = std::fs::read_to_string(&md).expect("read a page");
+        let page = md.strip_prefix(root()).unwrap_or(&md).display().to_string();
+        for span in code_spans(&text) {
+            let body = span.trim_start_matches(['…', '.', ';', ':', ',', ' ']);
+            let like: Vec<&(String, Vec<Token>, String)> = messages
+                .iter()
+                .filter(|(_, _, lead)| body.starts_with(lead.as_str()))
+                .collect();
+            if like.is_empty() {
+                continue;
+            }
+            checked += 1;
+            let quote = tokens(&span, false);
+            if !like.iter().any(|(_, format, _)| quotes(format, &quote)) {
+                wrong.push(format!(
+                    "{page}: `{span}`\n    is not what {} writes (… for text left out)",
+                    like.iter()
+                        .map(|(file, _, _)| file.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ));
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} quoted messages found");
+    assert!(
+        wrong.is_empty(),
+        "quoted messages the code does not write:\n{}",
+        wrong.join("\n")
     );
 }
