@@ -165,6 +165,10 @@ impl CompileCache {
     /// The artefact path for component bytes `wasm`.
     pub(crate) fn path_for(&self, wasm: &[u8]) -> PathBuf {
         let mut digest = Sha256::new();
+        // The artefact format: artefacts of a refract that did not seal them with a tag get
+        // other names, so an upgrade compiles them again quietly instead of warning about each
+        // as if it had been tampered with (the least recently used bound removes them).
+        digest.update(ARTEFACT_FORMAT);
         digest.update(wasmtime_version().as_bytes());
         digest.update(self.engine_key);
         digest.update(wasm);
@@ -325,6 +329,9 @@ fn touch(file: &std::fs::File, path: &Path) {
         tracing::debug!("cannot mark {} as used: {e}", path.display());
     }
 }
+
+/// The format of a stored artefact: wasmtime's serialized component, then an HMAC-SHA-256 tag.
+const ARTEFACT_FORMAT: &[u8] = b"refract artefact 2: serialized component + HMAC-SHA-256 tag";
 
 fn wasmtime_version() -> &'static str {
     // The crate's exact version is pinned in Cargo.toml; the compatibility hash covers the rest.
