@@ -1,5 +1,5 @@
 //! Statements of the book held to the code or the scripts they describe: the prerequisites
-//! `.ci/run` checks and the log lines the book quotes.
+//! `.ci/run` checks, the log lines the book quotes, the `transactional.id` rule.
 
 use super::root;
 use super::snippets::markdown_files;
@@ -327,4 +327,80 @@ fn quoted_log_lines_are_what_the_code_logs() {
         "quoted messages the code does not write:\n{}",
         wrong.join("\n")
     );
+}
+
+/// The units of a Markdown text a statement lives in: paragraphs, and each item of a list.
+fn statements(markdown: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in markdown.lines() {
+        let trimmed = line.trim_start();
+        let item = trimmed.starts_with("- ")
+            || trimmed
+                .split_once(". ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if trimmed.is_empty() || item {
+            if !current.trim().is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+            current.clear();
+        }
+        current.push_str(line);
+        current.push('\n');
+    }
+    if !current.trim().is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Every statement of the book that names an exactly-once `transactional.id` form names both
+/// forms `FlowId::transactional_id` gives and when each applies: one id for a flow of one task,
+/// one per task whenever `tasks` > 1 (in one process or several; the book once said "in cluster
+/// mode"). A `--transactional-id` grant comes with the prefixed form several tasks need.
+#[test]
+fn transactional_id_rule_is_the_code_rule() {
+    let id = refract_config::FlowId::new("<source>", "<target>");
+    let one = id.transactional_id(0, 1);
+    let per_task = id.transactional_id(7, 8).replace("-7", "-<task>");
+    assert_eq!(
+        (one.as_str(), per_task.as_str()),
+        (
+            "refract-<source>-<target>",
+            "refract-<source>-<target>-<task>"
+        ),
+        "the rule changed: say how in the book, then here"
+    );
+    let (one, per_task) = (format!("`{one}`"), format!("`{per_task}`"));
+    let mut named = 0;
+    let mut wrong = Vec::new();
+    for md in markdown_files() {
+        let text = std::fs::read_to_string(&md).expect("read a page");
+        let page = md.strip_prefix(root()).unwrap_or(&md).display().to_string();
+        for statement in statements(&text) {
+            let flat = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+            let about_ids = flat.contains("transactional") && flat.contains("refract-<source>");
+            if about_ids {
+                named += 1;
+                let when = flat.contains("`tasks` > 1") || flat.contains("of one task");
+                if !(flat.contains(&one) && flat.contains(&per_task) && when) {
+                    wrong.push(format!(
+                        "{page}: names a transactional.id without both forms ({one} for a flow \
+                         of one task, {per_task} whenever `tasks` > 1):\n    {flat}"
+                    ));
+                }
+            }
+            if flat.contains("--transactional-id") && !flat.contains("prefixed") {
+                wrong.push(format!(
+                    "{page}: a --transactional-id grant without the prefixed form a flow of \
+                     several tasks needs:\n    {flat}"
+                ));
+            }
+        }
+    }
+    assert!(
+        named >= 2,
+        "only {named} statements name a transactional.id"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
