@@ -1,6 +1,6 @@
 //! The hand-written reference pages against the code: every environment variable the host
-//! reads, every `refract.*` header it writes, every HTTP path it routes and every `/status`
-//! field is named in its page.
+//! reads (and the build, the tests, the benchmark and the scripts), every `refract.*` header it
+//! writes, every HTTP path it routes and every `/status` field is named in its page.
 
 use std::path::{Path, PathBuf};
 
@@ -189,5 +189,108 @@ fn exit_codes_name_every_command() {
     assert!(
         missing.is_empty(),
         "docs/src/reference/exit-codes.md has no row for: {missing:?}"
+    );
+}
+
+/// Every variable the build, the tests, the benchmark and the scripts read is on the environment
+/// page, and every `REFRACT_*` name the page lists is read somewhere: each `REFRACT_*` name in
+/// the Rust of `host/` (build scripts and tests included), `testkit/`, `bench/` and `tests/`;
+/// what `env::var`/`var_os` read there (not Cargo's own, `PATH` or `HOME`); and each
+/// `$REFRACT_…`/`${REFRACT_…}` of the scripts in `.ci/`, `bench/` and every `*.sh` of the
+/// repository (the plugin templates' `build.sh` included).
+#[test]
+fn environment_page_names_every_variable_build_and_tests_read() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                // The docs tests name variables too: they read none.
+                if !["target", "node_modules", ".git", "docs_tests"].contains(&name) {
+                    walk(&path, out);
+                }
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let root = root();
+    let upper = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_';
+    // name → the first file that reads it
+    let mut read: std::collections::BTreeMap<String, String> = Default::default();
+    let mut note = |name: String, path: &Path| {
+        let shown = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        read.entry(name).or_insert(shown);
+    };
+    for dir in ["host", "testkit", "bench", "tests"] {
+        let mut files = Vec::new();
+        walk(&root.join(dir), &mut files);
+        for path in files
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for w in words_after(&text, "REFRACT_", upper) {
+                note(w, path);
+            }
+            for call in ["env::var(\"", "env::var_os(\""] {
+                for w in words_after(&text, call, upper) {
+                    note(w[call.len()..].to_string(), path);
+                }
+            }
+        }
+    }
+    let mut scripts = Vec::new();
+    walk(&root, &mut scripts);
+    let in_dir = |p: &Path, dir: &str| p.starts_with(root.join(dir));
+    for path in scripts.iter().filter(|p| {
+        let ext = p.extension().and_then(|e| e.to_str());
+        ((in_dir(p, ".ci") || in_dir(p, "bench")) && ext.is_none()) || ext == Some("sh")
+    }) {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for prefix in ["$REFRACT_", "${REFRACT_"] {
+            for w in words_after(&text, prefix, upper) {
+                note(w.trim_start_matches(['$', '{']).to_string(), path);
+            }
+        }
+    }
+    // Not variables anyone sets: the folder host/plugin/build.rs hands the compiler
+    // (`cargo:rustc-env`, read with `env!`), a constant's name, and the bare prefix.
+    let not_variables = ["REFRACT_GUEST_DIR", "REFRACT_PREFIX", "REFRACT_"];
+    // Cargo's, the shell's and the system's own.
+    let standard = |v: &str| {
+        v.starts_with("CARGO") || ["RUSTC", "PATH", "HOME", "OUT_DIR", "TMPDIR"].contains(&v)
+    };
+    let page = std::fs::read_to_string(root.join("docs/src/reference/environment.md"))
+        .expect("docs/src/reference/environment.md");
+    let missing: Vec<String> = read
+        .iter()
+        .filter(|(v, _)| !not_variables.contains(&v.as_str()) && !standard(v))
+        .filter(|(v, _)| !page.contains(&format!("`{v}")))
+        .map(|(v, file)| format!("{v} (read in {file})"))
+        .collect();
+    assert!(
+        read.contains_key("REFRACT_KAFKA_LIBS") && read.contains_key("REFRACT_KAFKA_HOME"),
+        "the scan found too little: {read:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/src/reference/environment.md does not name these (add a row):\n{}",
+        missing.join("\n")
+    );
+    let stale: Vec<String> = words_after(&page, "REFRACT_", upper)
+        .into_iter()
+        .filter(|w| w != "REFRACT_" && !read.contains_key(w))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "docs/src/reference/environment.md names variables nothing reads: {stale:?}"
     );
 }
