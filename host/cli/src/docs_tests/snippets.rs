@@ -10,14 +10,14 @@ use super::root;
 use crate::Cli;
 
 /// A fenced block: its info string, the line of its first content line, its lines.
-struct Block {
-    info: String,
-    line: usize,
-    text: String,
+pub(super) struct Block {
+    pub(super) info: String,
+    pub(super) line: usize,
+    pub(super) text: String,
 }
 
 /// The fenced code blocks of a Markdown text (```` ``` ```` or `~~~`, indented or not).
-fn blocks(markdown: &str) -> Vec<Block> {
+pub(super) fn blocks(markdown: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut open: Option<(String, usize, String, Block)> = None;
     for (i, line) in markdown.lines().enumerate() {

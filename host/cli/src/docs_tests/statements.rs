@@ -1,5 +1,6 @@
 //! Statements of the book held to the code or the scripts they describe: the prerequisites
-//! `.ci/run` checks, the log lines the book quotes, the `transactional.id` rule.
+//! `.ci/run` checks, the log lines the book quotes, the `transactional.id` rule, the tutorial's
+//! terminals.
 
 use super::root;
 use super::snippets::markdown_files;
@@ -403,4 +404,61 @@ fn transactional_id_rule_is_the_code_rule() {
         "only {named} statements name a transactional.id"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The tutorial works in every terminal it uses: its first shell block writes an environment
+/// file that puts the release build's `refract` on `PATH` (where the Install page's build puts
+/// it) and sets `LIBS`, and every later block that runs `refract` or uses `$LIBS` starts by
+/// reading that file. It once set `LIBS` in one terminal only and never put `refract` on `PATH`.
+#[test]
+fn tutorial_blocks_work_in_a_new_terminal() {
+    const ENV_FILE: &str = "/tmp/refract-tutorial/env";
+    let page = read("docs/src/getting-started/first-mirror.md");
+    let shell: Vec<super::snippets::Block> = super::snippets::blocks(&page)
+        .into_iter()
+        .filter(|b| b.info == "sh")
+        .collect();
+    let (first, rest) = shell.split_first().expect("the tutorial's shell blocks");
+    let env = first
+        .text
+        .split_once(&format!("cat > {ENV_FILE} <<ENV\n"))
+        .and_then(|(_, rest)| rest.split_once("\nENV\n"))
+        .unwrap_or_else(|| panic!("the first shell block writes {ENV_FILE} (cat > … <<ENV)"))
+        .0;
+    let path = env
+        .lines()
+        .find(|l| l.starts_with("export PATH="))
+        .expect("the environment file sets PATH");
+    let install = read("docs/src/getting-started/install.md");
+    assert!(
+        path.contains("$PWD/target/release:") && install.contains("target/release/refract"),
+        "the environment file puts the release build on PATH, where Install builds it: {path}"
+    );
+    assert!(
+        env.lines().any(|l| l.starts_with("export LIBS=")),
+        "the environment file sets LIBS"
+    );
+    let source = format!(". {ENV_FILE}");
+    let mut later = 0;
+    for block in rest {
+        let uses = block.text.contains("$LIBS")
+            || block
+                .text
+                .lines()
+                .any(|l| l.trim_start().starts_with("refract "));
+        if uses {
+            later += 1;
+            assert_eq!(
+                block.text.lines().next(),
+                Some(source.as_str()),
+                "first-mirror.md line {}: a block that runs refract or uses $LIBS starts with \
+                 `{source}`, so that it works in a new terminal",
+                block.line
+            );
+        }
+    }
+    assert!(
+        later >= 5,
+        "only {later} tutorial blocks run refract or use $LIBS"
+    );
 }
