@@ -462,3 +462,50 @@ fn tutorial_blocks_work_in_a_new_terminal() {
         "only {later} tutorial blocks run refract or use $LIBS"
     );
 }
+
+/// The ACL guide's minimal set grants what a fresh flow needs (`tests/doctor.rs` grants its
+/// first block on real brokers); a takeover from MirrorMaker 2 also reads MM2's Connect offsets
+/// topic on the target, which `check --connect` does not list for an at-least-once flow. The
+/// section gives that grant too, on the target, for the topic the flow's `mm2_offsets_topic`
+/// defaults to, in a block of its own after the tested one.
+#[test]
+fn acl_guide_grants_the_takeover_read() {
+    let pipeline = refract_config::Pipeline::parse(
+        std::path::Path::new("pipeline.toml"),
+        "[clusters.a]\nbootstrap = \"kafka-a:9092\"\n[clusters.b]\nbootstrap = \"kafka-b:9092\"\n\n\
+         [[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"orders.*\"]\n",
+    )
+    .expect("the guide's flow");
+    let topic = &pipeline.flows[0].mm2_offsets_topic;
+    let page = read("docs/src/guides/check-connect.md");
+    let section = section(&page, "## Permissions: the minimal ACL set");
+    let blocks: Vec<&str> = section
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|b| b.split_once("```").map(|(b, _)| b))
+        .collect();
+    assert!(
+        blocks.len() >= 2,
+        "the section's command blocks: {blocks:?}"
+    );
+    let grants = |block: &str| {
+        block.replace("\\\n", " ").lines().any(|l| {
+            let words: Vec<&str> = l
+                .split(" # ")
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            words
+                .windows(2)
+                .any(|w| w == ["--bootstrap-server", "kafka-b:9092"])
+                && words.windows(2).any(|w| w == ["--operation", "Read"])
+                && words.windows(2).any(|w| w == ["--topic", topic.as_str()])
+        })
+    };
+    assert!(
+        blocks[1..].iter().any(|b| grants(b)),
+        "docs/src/guides/check-connect.md, minimal ACL set: no block after the tested one grants \
+         Read on {topic} on the target b (a takeover from MirrorMaker 2 reads it)"
+    );
+}
