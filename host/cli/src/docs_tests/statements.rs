@@ -1,6 +1,6 @@
 //! Statements of the book held to the code or the scripts they describe: the prerequisites
 //! `.ci/run` checks, the log lines the book quotes, the `transactional.id` rule, the tutorial's
-//! terminals.
+//! terminals, the takeover grant of the ACL guide.
 
 use super::root;
 use super::snippets::markdown_files;
@@ -484,10 +484,7 @@ fn acl_guide_grants_the_takeover_read() {
         .skip(1)
         .filter_map(|b| b.split_once("```").map(|(b, _)| b))
         .collect();
-    assert!(
-        blocks.len() >= 2,
-        "the section's command blocks: {blocks:?}"
-    );
+    assert!(!blocks.is_empty(), "the section's command blocks");
     let grants = |block: &str| {
         block.replace("\\\n", " ").lines().any(|l| {
             let words: Vec<&str> = l
