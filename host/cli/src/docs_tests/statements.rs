@@ -197,12 +197,11 @@ fn quotes(format: &[Token], quote: &[Token]) -> bool {
                 can[i][j + 1] || (i < f && can[i + 1][j])
             } else if i < f && format[i] == Token::Placeholder {
                 j < q && (can[i + 1][j + 1] || can[i][j + 1])
-            } else if i < f && format[i] == Token::Char(' ') && can[i + 1][j] {
-                true
-            } else if j < q && quote[j] == Token::Char(' ') && can[i][j + 1] {
-                true
             } else {
-                i < f && j < q && format[i] == quote[j] && can[i + 1][j + 1]
+                // A space on either side may be missing on the other.
+                (i < f && format[i] == Token::Char(' ') && can[i + 1][j])
+                    || (j < q && quote[j] == Token::Char(' ') && can[i][j + 1])
+                    || (i < f && j < q && format[i] == quote[j] && can[i + 1][j + 1])
             };
         }
     }
@@ -504,5 +503,283 @@ fn acl_guide_grants_the_takeover_read() {
         blocks[1..].iter().any(|b| grants(b)),
         "docs/src/guides/check-connect.md, minimal ACL set: no block after the tested one grants \
          Read on {topic} on the target b (a takeover from MirrorMaker 2 reads it)"
+    );
+}
+
+/// Units a figure is checked with: a number followed by one of these on the capacity page must
+/// be followed by it in a page it cites too.
+const UNITS: &[&str] = &[
+    "MiB",
+    "KiB",
+    "GiB",
+    "MB",
+    "KB",
+    "ms",
+    "s",
+    "%",
+    "cores",
+    "µs",
+    "records/s",
+    "B",
+];
+
+/// Markdown text as words: emphasis and code marks dropped, whitespace runs as one space.
+fn plain(text: &str) -> String {
+    text.replace(['*', '`'], "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The numbers of a text: runs of digits with the `,` and `.` inside them (`126949`, `10,000`,
+/// `0.84`), not a trailing separator; each with the unit of [`UNITS`] that follows it, if any.
+fn numbers(text: &str) -> Vec<(String, Option<&'static str>)> {
+    let text = plain(text);
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for (at, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        if c.is_ascii_digit() || (!current.is_empty() && (c == ',' || c == '.')) {
+            current.push(c);
+        } else if !current.is_empty() {
+            let n = current.trim_end_matches([',', '.']).to_string();
+            let rest = text[at - (current.len() - n.len())..].trim_start_matches(' ');
+            let word: &str = rest
+                .split([' ', ',', ';', ')', '('])
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches('.');
+            let unit = UNITS.iter().copied().find(|u| *u == word);
+            out.push((n, unit));
+            current.clear();
+        }
+    }
+    out
+}
+
+/// The numbers a page states, each with its unit: in prose the unit that follows the number;
+/// in a table, a unit in the cell, else the units its column's header names (in order when the
+/// header names as many as the cell has numbers, else the header's one unit for each).
+fn stated(text: &str) -> Vec<(String, Option<&'static str>)> {
+    let mut out = Vec::new();
+    let mut header: Option<Vec<Vec<&'static str>>> = None;
+    // Prose lines are read together: a unit may follow its number on the next line.
+    let mut prose = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if !trimmed.starts_with('|') {
+            header = None;
+            prose.push_str(line);
+            prose.push('\n');
+            continue;
+        }
+        out.extend(numbers(&std::mem::take(&mut prose)));
+        let cells: Vec<&str> = trimmed.trim_matches('|').split('|').collect();
+        let Some(units) = &header else {
+            header = Some(
+                cells
+                    .iter()
+                    .map(|c| {
+                        plain(c)
+                            .split([' ', ','])
+                            .filter_map(|w| UNITS.iter().copied().find(|u| *u == w))
+                            .collect()
+                    })
+                    .collect(),
+            );
+            continue;
+        };
+        for (cell, units) in cells.iter().zip(units) {
+            let found = numbers(cell);
+            let count = found.len();
+            for (i, (n, unit)) in found.into_iter().enumerate() {
+                let from_header = if units.len() == count {
+                    units.get(i).copied()
+                } else if units.len() == 1 {
+                    units.first().copied()
+                } else {
+                    None
+                };
+                out.push((n, unit.or(from_header)));
+            }
+        }
+    }
+    out.extend(numbers(&prose));
+    out
+}
+
+/// Every `number unit` [`stated`] finds in a page.
+fn figures_with_units(text: &str) -> std::collections::HashSet<String> {
+    stated(text)
+        .into_iter()
+        .filter_map(|(n, u)| u.map(|u| format!("{n} {u}")))
+        .collect()
+}
+
+/// The capacity-planning page invents no number: each paragraph, list item and table (a table
+/// with no link of its own takes the paragraph's before it) that has a number cites where it was
+/// measured, a book page linked or a repository file named in backquotes, and every number in
+/// it is written in one of those. A figure re-measured on its page and not here, or a number
+/// made up here, fails.
+#[test]
+fn capacity_figures_are_the_measured_ones() {
+    let page = read("docs/src/capacity.md");
+    let docs = root().join("docs/src");
+    // Blocks separated by blank lines, list items apart; a table is one block.
+    let mut units: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for block in page.split("\n\n") {
+        if block.trim_start().starts_with("```") {
+            fenced = !block.trim_end().ends_with("```") || block.trim().len() <= 3;
+            continue;
+        }
+        if fenced || block.trim_start().starts_with('#') {
+            continue;
+        }
+        if block.trim_start().starts_with('|') {
+            units.push(block.to_string());
+        } else {
+            units.extend(statements(block));
+        }
+    }
+    let mut previous: Vec<String> = Vec::new();
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for unit in units {
+        // The pages it links to and the files it names.
+        let mut cited: Vec<String> = Vec::new();
+        let mut prose = unit.clone();
+        for part in unit.split("](").skip(1) {
+            let target = part.split(')').next().unwrap_or_default();
+            let file = target.split('#').next().unwrap_or_default();
+            if !file.is_empty() {
+                cited.push(
+                    std::fs::read_to_string(docs.join(file))
+                        .unwrap_or_else(|e| panic!("capacity.md links to {file}: {e}")),
+                );
+            }
+            prose = prose.replace(&format!("]({target})"), "]");
+        }
+        for code in unit.split('`').skip(1).step_by(2) {
+            if code.ends_with(".md") || code.ends_with(".rs") {
+                if let Ok(text) = std::fs::read_to_string(root().join(code)) {
+                    cited.push(text);
+                }
+            }
+        }
+        let table = unit.trim_start().starts_with('|');
+        if table && cited.is_empty() {
+            cited.clone_from(&previous);
+        }
+        let figures = stated(&prose);
+        if figures.is_empty() {
+            continue;
+        }
+        let flat = unit.split_whitespace().collect::<Vec<_>>().join(" ");
+        if cited.is_empty() {
+            wrong.push(format!("cites nothing: {flat}"));
+            continue;
+        }
+        checked += 1;
+        let with_units: Vec<std::collections::HashSet<String>> =
+            cited.iter().map(|t| figures_with_units(t)).collect();
+        for (n, unit) in figures {
+            let found = match unit {
+                Some(unit) => with_units
+                    .iter()
+                    .any(|f| f.contains(&format!("{n} {unit}"))),
+                None => cited
+                    .iter()
+                    .any(|text| numbers(text).iter().any(|(m, _)| *m == n)),
+            };
+            if !found {
+                let what = unit.map_or(n.clone(), |u| format!("{n} {u}"));
+                wrong.push(format!("{what} is in no page it cites: {flat}"));
+            }
+        }
+        if !table {
+            previous = cited;
+        }
+    }
+    assert!(checked >= 15, "only {checked} statements with figures");
+    assert!(
+        wrong.is_empty(),
+        "docs/src/capacity.md:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The upgrade page against the code: the `refract:plugin` versions it says this release runs
+/// are the host's `SUPPORTED_VERSION` (and the package `wit/plugin.wit` declares), its sample of
+/// the refusal is the error the host writes, it names every piece of state `names.rs` formats
+/// that a new version resumes from, and every series the metrics reference marks deprecated.
+#[test]
+fn upgrade_page_states_what_the_code_keeps() {
+    let page = read("docs/src/guides/upgrade.md");
+    let flat = plain(&page);
+    let runtime = read("host/plugin/src/runtime.rs");
+    let supported = runtime
+        .split_once("SUPPORTED_VERSION: (u64, u64) = (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .expect("host/plugin/src/runtime.rs: SUPPORTED_VERSION")
+        .0
+        .replace(' ', "");
+    let (major, minor) = supported.split_once(',').expect("(major, minor)");
+    let wit = read("wit/plugin.wit");
+    assert!(
+        wit.contains(&format!("package refract:plugin@{major}.{minor}.")),
+        "wit/plugin.wit's package is not refract:plugin@{major}.{minor}.x"
+    );
+    let mut wrong = Vec::new();
+    let rule = format!("refract:plugin@{major}.{minor}.x");
+    if !flat.contains(&rule) {
+        wrong.push(format!("does not say this release runs {rule}"));
+    }
+    let errors = read("host/plugin/src/error.rs");
+    let refusal = string_literals(&errors)
+        .into_iter()
+        .find(|s| s.contains(": built for refract:plugin@"))
+        .expect("host/plugin/src/error.rs: the IncompatibleVersion message");
+    let sample = page
+        .lines()
+        .find(|l| l.contains(": built for refract:plugin@"))
+        .unwrap_or_default();
+    if !quotes(&tokens(&refusal, true), &tokens(sample, false)) {
+        wrong.push(format!(
+            "its sample refusal `{sample}` is not what host/plugin/src/error.rs writes: {refusal}"
+        ));
+    }
+    let id = refract_config::FlowId::new("<source>", "<target>");
+    let names = [
+        id.progress_group(),
+        id.membership_group(),
+        id.tasks_topic(),
+        id.transactional_id(0, 1),
+        id.transactional_id(7, 8).replace("-7", "-<task>"),
+        id.solo_group(&[], &[])
+            .rsplit_once('-')
+            .map(|(prefix, _)| format!("{prefix}-<hash>"))
+            .unwrap_or_default(),
+        refract_config::names::dead_letter_topic("<source>"),
+        refract_config::names::mm2_offsets_topic("<source>"),
+    ];
+    for name in names {
+        if !flat.contains(name.as_str()) {
+            wrong.push(format!("does not name {name}"));
+        }
+    }
+    let metrics = read("docs/src/reference/metrics.md");
+    for row in metrics.lines().filter(|l| l.contains("| Deprecated")) {
+        let series = row.split('`').nth(1).unwrap_or_default();
+        if !flat.contains(series) {
+            wrong.push(format!("does not name the deprecated series {series}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/src/guides/upgrade.md:\n{}",
+        wrong.join("\n")
     );
 }
