@@ -1,6 +1,7 @@
 //! Statements of the book held to the code or the scripts they describe: the prerequisites
 //! `.ci/run` checks, the log lines the book quotes, the `transactional.id` rule, the tutorial's
-//! terminals, the takeover grant of the ACL guide.
+//! terminals, the takeover grant of the ACL guide, the upgrade page's versions and state, and
+//! the capacity page's figures.
 
 use super::root;
 use super::snippets::markdown_files;
