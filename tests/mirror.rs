@@ -471,18 +471,31 @@ fn header_names_that_are_not_utf8_are_mirrored_byte_for_byte() {
         });
         for (p, records) in b.read_headers_c_api(&remote).iter().enumerate() {
             for (i, got) in records.iter().enumerate() {
-                let (stamp, rest): (Vec<_>, Vec<_>) =
-                    got.iter().cloned().partition(|(k, _)| k == PROVENANCE.as_bytes());
-                assert_eq!(rest, want, "{remote} partition {p} record {i}: every header");
+                let (stamp, rest): (Vec<_>, Vec<_>) = got
+                    .iter()
+                    .cloned()
+                    .partition(|(k, _)| k == PROVENANCE.as_bytes());
+                assert_eq!(
+                    rest, want,
+                    "{remote} partition {p} record {i}: every header"
+                );
                 assert_eq!(
                     stamp,
-                    vec![(PROVENANCE.as_bytes().to_vec(), Some(alias.as_bytes().to_vec()))],
+                    vec![(
+                        PROVENANCE.as_bytes().to_vec(),
+                        Some(alias.as_bytes().to_vec())
+                    )],
                     "{remote} partition {p} record {i}: one provenance stamp"
                 );
             }
         }
     }
-    assert_eq!(refract.stop(), Some(0), "clean shutdown; log:\n{}", refract.log());
+    assert_eq!(
+        refract.stop(),
+        Some(0),
+        "clean shutdown; log:\n{}",
+        refract.log()
+    );
     assert!(!refract.log().contains("panicked"), "{}", refract.log());
     let config = refract.pipeline.clone();
     let out = Refract::output(&["verify", "--config", config.to_str().expect("utf-8 path")]);
@@ -493,5 +506,9 @@ fn header_names_that_are_not_utf8_are_mirrored_byte_for_byte() {
         "verify reads them too:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("OK ")).count(), 4, "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("OK ")).count(),
+        4,
+        "{stdout}"
+    );
 }

@@ -55,7 +55,10 @@ impl Broker {
         value: &[u8],
         headers: &[(&[u8], Option<&[u8]>)],
     ) {
-        let conf = [("bootstrap.servers", self.bootstrap.as_str()), ("acks", "all")];
+        let conf = [
+            ("bootstrap.servers", self.bootstrap.as_str()),
+            ("acks", "all"),
+        ];
         let mut err = [0 as c_char; 512];
         // SAFETY: plain librdkafka set-up; every string is NUL-terminated and outlives the call;
         // the handle is destroyed below after a flush.

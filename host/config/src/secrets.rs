@@ -346,9 +346,18 @@ mod tests {
         let shown = v.shown("sasl.jaas.config");
         let debug = format!("{v:?}");
         for text in [&shown, &debug] {
-            assert!(!text.contains("hunter2") && !text.contains("PlainLoginModule"), "{text}");
-            assert!(!text.contains("s3cr3t-env") && !text.contains("alice"), "{text}");
-            assert!(text.contains("${env:KAFKA_PASS}") && text.contains("${env:USER_X}"), "{text}");
+            assert!(
+                !text.contains("hunter2") && !text.contains("PlainLoginModule"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("s3cr3t-env") && !text.contains("alice"),
+                "{text}"
+            );
+            assert!(
+                text.contains("${env:KAFKA_PASS}") && text.contains("${env:USER_X}"),
+                "{text}"
+            );
         }
         assert_eq!(
             shown,
