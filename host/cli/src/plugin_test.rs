@@ -48,7 +48,7 @@ pub struct PluginTest {
     /// The largest plugin file read (`64MiB`), as `max_wasm_bytes`.
     #[arg(long)]
     pub max_wasm_bytes: Option<String>,
-    /// The longest compiling the plugin may take (`120s`), as `compile_timeout`; a compiled
+    /// The longest compiling the plugin may take (`600s`), as `compile_timeout`; a compiled
     /// plugin is cached (`REFRACT_CACHE_DIR=off` compiles every time).
     #[arg(long)]
     pub compile_timeout: Option<String>,

@@ -258,7 +258,7 @@ pub const KEYS: &[KeyDoc] = &[
     key("flow.policy.max_outputs_per_call", "integer", Runtime("100000"), "Records a transform may return in one call."),
     key("flow.policy.max_output_bytes", "size", Runtime("\"64MiB\""), "Bytes a call may pass to the host beyond the size of its input."),
     key("flow.policy.max_wasm_bytes", "size", Runtime("\"64MiB\""), "The largest `.wasm` file refract reads and compiles; a larger one is refused before it is read."),
-    key("flow.policy.compile_timeout", "duration", Runtime("\"120s\""), "The longest compiling the plugin may take (the compiled plugin is cached, so this is paid once per plugin version); past it the compiler process is killed and the plugin refused."),
+    key("flow.policy.compile_timeout", "duration", Runtime("\"600s\""), "The longest compiling the plugin may take (the compiled plugin is cached, so this is paid once per plugin version); past it the compiler process is killed and the plugin refused."),
     key("flow.policy.compile_memory_limit", "size", Runtime("\"2GiB\""), "The most memory (address space) the process compiling the plugin may use; past it the compilation is stopped and the plugin refused."),
     // processors = [{ … }]
     key("flow.processors.plugin", "string", Required, "`builtin:filter`, `builtin:headers`, `builtin:json-mask`, `builtin:route`, or a `.wasm` component file, relative to the pipeline file's folder."),
@@ -272,7 +272,7 @@ pub const KEYS: &[KeyDoc] = &[
     key("flow.processors.max_outputs_per_call", "integer", Runtime("100000"), "Records a transform may return in one call."),
     key("flow.processors.max_output_bytes", "size", Runtime("\"64MiB\""), "Bytes a call may pass to the host beyond the size of its input."),
     key("flow.processors.max_wasm_bytes", "size", Runtime("\"64MiB\""), "The largest `.wasm` file refract reads and compiles; a larger one is refused before it is read."),
-    key("flow.processors.compile_timeout", "duration", Runtime("\"120s\""), "The longest compiling the plugin may take (the compiled plugin is cached, so this is paid once per plugin version); past it the compiler process is killed and the plugin refused."),
+    key("flow.processors.compile_timeout", "duration", Runtime("\"600s\""), "The longest compiling the plugin may take (the compiled plugin is cached, so this is paid once per plugin version); past it the compiler process is killed and the plugin refused."),
     key("flow.processors.compile_memory_limit", "size", Runtime("\"2GiB\""), "The most memory (address space) the process compiling the plugin may use; past it the compilation is stopped and the plugin refused."),
     // [metrics]
     key("metrics.listen", "string", Required, "The address the endpoint listens on, e.g. `\"127.0.0.1:9464\"`."),

@@ -91,7 +91,7 @@ impl Default for PluginLimits {
             max_outputs_per_call: 100_000,
             max_output_bytes: 64 << 20,
             max_wasm_bytes: 64 << 20,
-            compile_timeout: Duration::from_secs(120),
+            compile_timeout: Duration::from_secs(600),
             compile_memory_limit: 2 << 30,
         }
     }
