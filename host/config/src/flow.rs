@@ -120,6 +120,8 @@ pub struct Flow {
     pub config_sync: ConfigSyncSettings,
     /// Topic ACL sync.
     pub acl_sync: AclSyncSettings,
+    /// Schema-id translation between the clusters' schema registries.
+    pub schemas: crate::SchemaSettings,
 }
 
 /// A flow's read rate limits (`None`: unlimited).

@@ -27,6 +27,10 @@ pub const OFFSET_SYNCS_LOCATION: &[&str] = &["source", "target"];
 pub const OFFSET_TRANSLATION: &[&str] = &["exact", "mm2"];
 /// `use_defaults_from`'s values.
 pub const USE_DEFAULTS_FROM: &[&str] = &["target", "source"];
+/// `schemas`' values.
+pub const SCHEMAS: &[&str] = &["off", "translate"];
+/// `schema_subjects`' values.
+pub const SCHEMA_SUBJECTS: &[&str] = &["topic", "all"];
 /// A processor's `on_error` values.
 pub const ON_ERROR: &[&str] = &["dead-letter", "skip", "stop"];
 
@@ -126,6 +130,12 @@ pub const SECTIONS: &[Section] = &[
         about: "A static OAUTHBEARER token for every client of the cluster (for OIDC, set librdkafka's `sasl.oauthbearer.*` client settings instead).",
     },
     Section {
+        prefix: "clusters.<alias>.schema_registry",
+        written: "[clusters.<alias>.schema_registry]",
+        raw: "RawSchemaRegistry",
+        about: "The cluster's Confluent-compatible schema registry (Confluent Schema Registry, Apicurio Registry's `/apis/ccompat/v7`, Karapace, Redpanda), for flows that translate schema ids (`schemas = \"translate\"`). Values may hold references.",
+    },
+    Section {
         prefix: "flow",
         written: "[[flow]]",
         raw: "RawFlow",
@@ -206,6 +216,16 @@ pub const KEYS: &[KeyDoc] = &[
     key("clusters.<alias>.oauthbearer", "table", Unset("no static token"), "A static OAUTHBEARER token: `[clusters.<alias>.oauthbearer]`."),
     // [clusters.<alias>.oauthbearer]
     key("clusters.<alias>.oauthbearer.token", "string", Required, "The token every client of the cluster presents, usually `${file:/path/to/token}`: the file is read again at each token refresh, so an agent may rotate it."),
+    key("clusters.<alias>.schema_registry", "table", Unset("no registry"), "The cluster's Confluent-compatible schema registry: `[clusters.<alias>.schema_registry]`, needed on both clusters of a flow with `schemas = \"translate\"`."),
+    // [clusters.<alias>.schema_registry]
+    key("clusters.<alias>.schema_registry.url", "string", Required, "The registry's base URL, `http://` or `https://` (Apicurio: `…/apis/ccompat/v7`); no credentials in it. May hold references."),
+    key("clusters.<alias>.schema_registry.user", "string", Unset("no basic authentication"), "User for HTTP basic authentication, with `password`."),
+    key("clusters.<alias>.schema_registry.password", "string", Unset("no basic authentication"), "Password for HTTP basic authentication, usually `${env:…}` or `${file:…}`; never shown."),
+    key("clusters.<alias>.schema_registry.token", "string", Unset("no bearer token"), "A token sent as `Authorization: Bearer`, instead of `user` and `password`; never shown."),
+    key("clusters.<alias>.schema_registry.ca", "string", Unset("the system's CAs"), "PEM file of CAs the registry's certificate is checked against, besides the system's; relative to the pipeline file's folder."),
+    key("clusters.<alias>.schema_registry.cert", "string", Unset("no client certificate"), "PEM client certificate for mutual TLS; needs `key`."),
+    key("clusters.<alias>.schema_registry.key", "string", Unset("no client certificate"), "PEM (PKCS#8) private key of `cert`."),
+    key("clusters.<alias>.schema_registry.timeout", "duration", KeyDefault::Duration(crate::schema_defaults::TIMEOUT), "The longest one request to the registry may take."),
     // [[flow]]
     key("flow.source", "string", Required, "The alias of the cluster records are read from."),
     key("flow.target", "string", Required, "The alias of the cluster records are written to; not the source."),
@@ -248,6 +268,11 @@ pub const KEYS: &[KeyDoc] = &[
     key("flow.transaction_interval", "duration", Unset("the flow's `commit_interval`"), "Exactly-once only: how long one transaction collects records before it commits; a `read_committed` reader sees records up to this much later."),
     one_of("flow.on_lost_records", Toml("\"continue\""), ON_LOST_RECORDS, "When the source deleted records the flow had not mirrored yet (retention, DeleteRecords): `continue` reports the gap and goes on from the log start; `halt` reports it and halts the flow without committing past it."),
     one_of("flow.on_recreated_topic", Toml("\"stop\""), ON_RECREATED_TOPIC, "When a source topic, or the remote topic it mirrors into, was deleted and created again: `stop` stops mirroring that topic and reports it; `rewind` mirrors it again from its beginning into the same remote topic."),
+    one_of("flow.schemas", Toml("\"off\""), SCHEMAS, "`translate`: keys and values framed for a schema registry (byte 0, a 4-byte schema id, …) get the target registry's id for their schema, which refract registers there under the subject the policy names (`<remote topic>-value`); `off`: they are copied as bytes. Needs `schema_registry` on both clusters."),
+    key("flow.schema_fields", "array of strings", List(&["key", "value"]), "Which parts of a record `translate` reads as framed: `\"key\"`, `\"value\"` (leave out `key` when keys are plain bytes that may start with byte 0, e.g. big-endian integers)."),
+    one_of("flow.schema_on_error", Toml("\"stop\""), ON_ERROR, "What happens to a record that can never be translated (an id the source registry does not know, a schema the target registry refuses): `dead-letter`, `skip` or `stop`, as a processor's `on_error`. A registry that does not answer holds the partition and retries; it never lets a record through untranslated."),
+    one_of("flow.schema_subjects", Toml("\"topic\""), SCHEMA_SUBJECTS, "`topic`: subjects named after the topic (`<topic>-key`, `<topic>-value`, `<topic>-<record>`) follow the topic's remote name, other subjects keep theirs; `all`: other subjects are renamed by the replication policy too."),
+    key("flow.schema_sync_interval", "duration", KeyDefault::Duration(crate::schema_defaults::SYNC_INTERVAL), "How often the subjects of the flow's topics (every version, and the subject's compatibility level) are copied to the target registry, also at start, so consumers can read after a failover before any record arrives."),
     key("flow.tasks", "integer", Int(defaults::TASKS as i64), "Units of work the flow's partitions are divided into (MM2's `tasks.max`), from 1 to 1024: each task owns a stable subset of partitions (and with exactly-once its own `transactional.id`); in cluster mode the processes divide them."),
     // policy = { … }
     key("flow.policy.plugin", "string", Required, "`builtin:default`, `builtin:identity`, or a `.wasm` component file, relative to the pipeline file's folder."),
@@ -491,6 +516,7 @@ pub(crate) mod tests {
             fields::<RawPipeline>(),
             fields::<RawCluster>(),
             fields::<RawOAuthBearer>(),
+            fields::<RawSchemaRegistry>(),
             fields::<RawFlow>(),
             fields::<RawPlugin>(),
             fields::<RawProcessor>(),

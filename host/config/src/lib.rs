@@ -16,6 +16,7 @@ mod properties;
 mod raw;
 mod reserved;
 mod rules;
+mod schemas;
 mod secrets;
 mod task;
 mod topics;
@@ -35,6 +36,7 @@ pub use names::{FlowId, Side};
 pub use oidc::{Oidc, CLIENT_CREDENTIALS as OIDC_GRANT};
 pub use reserved::{internal_topic_reason, FlowTopics, ReservedTopic};
 pub use rules::{BUILTIN_POLICIES, BUILTIN_PROCESSORS, COMPRESSION_TYPES};
+pub use schemas::{schema_defaults, SchemaMode, SchemaRegistry, SchemaSettings, SubjectNaming};
 pub use secrets::{is_sensitive_key, REDACTED};
 pub use task::{task_of, TaskId};
 pub use topics::{

@@ -19,6 +19,7 @@ mod clusters;
 mod endpoint;
 mod flow_settings;
 mod plugin_specs;
+mod schemas;
 
 pub use clusters::{ClientRole, Cluster};
 pub use endpoint::{Endpoint, EndpointTls, ReloadAccess};

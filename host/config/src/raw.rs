@@ -50,6 +50,21 @@ pub struct RawCluster {
     #[serde(default)]
     pub admin: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     pub oauthbearer: Option<Spanned<RawOAuthBearer>>,
+    pub schema_registry: Option<Spanned<RawSchemaRegistry>>,
+}
+
+/// `[clusters.<alias>.schema_registry]`: the cluster's Confluent-compatible schema registry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSchemaRegistry {
+    pub url: Spanned<String>,
+    pub user: Option<Spanned<String>>,
+    pub password: Option<Spanned<String>>,
+    pub token: Option<Spanned<String>>,
+    pub ca: Option<Spanned<String>>,
+    pub cert: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
 }
 
 /// `[clusters.<alias>.oauthbearer]`: a static OAUTHBEARER token.
@@ -104,6 +119,11 @@ pub struct RawFlow {
     pub on_lost_records: Option<Spanned<String>>,
     pub on_recreated_topic: Option<Spanned<String>>,
     pub tasks: Option<Spanned<i64>>,
+    pub schemas: Option<Spanned<String>>,
+    pub schema_fields: Option<Vec<Spanned<String>>>,
+    pub schema_on_error: Option<Spanned<String>>,
+    pub schema_subjects: Option<Spanned<String>>,
+    pub schema_sync_interval: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -32,6 +32,8 @@ pub struct Cluster {
     producer: BTreeMap<String, Value>,
     admin: BTreeMap<String, Value>,
     oauthbearer_token: Option<StaticToken>,
+    /// `[clusters.<alias>.schema_registry]`: its schema registry, if it has one.
+    pub schema_registry: Option<crate::SchemaRegistry>,
 }
 
 /// `[clusters.<alias>.oauthbearer] token`: resolved, and how to read it again.
@@ -62,6 +64,7 @@ impl std::fmt::Debug for Cluster {
                 "oauthbearer_token",
                 &self.oauthbearer_token.as_ref().map(|t| &t.value),
             )
+            .field("schema_registry", &self.schema_registry)
             .finish()
     }
 }
@@ -202,6 +205,10 @@ impl Builder<'_> {
             None => None,
             Some(table) => Some(self.static_token(&key, table.into_inner())?),
         };
+        let schema_registry = match raw.schema_registry {
+            None => None,
+            Some(table) => Some(self.schema_registry(&key, table)?),
+        };
         let cluster = Cluster {
             alias: name,
             bootstrap: bootstrap.resolved,
@@ -211,6 +218,7 @@ impl Builder<'_> {
             producer: self.client_table(&format!("{key}.producer"), raw.producer)?,
             admin: self.client_table(&format!("{key}.admin"), raw.admin)?,
             oauthbearer_token,
+            schema_registry,
         };
         self.check_static_token(&key, &cluster, raw_token_span)?;
         for (role, table) in [
@@ -466,7 +474,7 @@ mod tests {
         let debug = format!("{:?}", p.clusters["b"]);
         assert_eq!(
             debug,
-            "Cluster { alias: \"b\", bootstrap: \"h:2\", client: {}, consumer: {}, producer: {}, admin: {}, oauthbearer_token: None }"
+            "Cluster { alias: \"b\", bootstrap: \"h:2\", client: {}, consumer: {}, producer: {}, admin: {}, oauthbearer_token: None, schema_registry: None }"
         );
         let debug = format!("{p:?}");
         for secret in ["s3cr3t-env", "literal-pass", "from-props", "abc", "alice"] {
@@ -618,7 +626,7 @@ mod tests {
         assert_eq!(p.clusters["b"].static_oauth_token(), None);
         let debug = format!("{a:?}");
         assert!(
-            debug.ends_with("oauthbearer_token: Some(\"${file:token}\") }"),
+            debug.ends_with("oauthbearer_token: Some(\"${file:token}\"), schema_registry: None }"),
             "{debug}"
         );
         assert!(!debug.contains("first.sig"));
@@ -647,7 +655,7 @@ mod tests {
         let p = parse_in(dir.path(), &literal).unwrap();
         let debug = format!("{:?}", p.clusters["a"]);
         assert!(
-            debug.ends_with("oauthbearer_token: Some(\"[redacted]\") }"),
+            debug.ends_with("oauthbearer_token: Some(\"[redacted]\"), schema_registry: None }"),
             "{debug}"
         );
         assert_eq!(

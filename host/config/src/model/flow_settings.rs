@@ -25,7 +25,7 @@ use crate::topics::{
 impl Builder<'_> {
     /// A setting whose text names one of a few values: `None` when unset, the value `parse`
     /// finds, or an error at `key` listing `choices` (the key's values in [`keys::KEYS`]).
-    fn one_of<T>(
+    pub(super) fn one_of<T>(
         &self,
         raw: Option<Spanned<String>>,
         key: &str,
@@ -91,7 +91,7 @@ impl Builder<'_> {
     pub(super) fn flow(
         &self,
         i: usize,
-        raw: RawFlow,
+        mut raw: RawFlow,
         clusters: &BTreeMap<String, Cluster>,
     ) -> Result<Option<Flow>, ConfigError> {
         let key = format!("flow[{i}]");
@@ -119,6 +119,11 @@ impl Builder<'_> {
                 ),
             );
         }
+        let (source, target) = (
+            &clusters[raw.source.get_ref()],
+            &clusters[raw.target.get_ref()],
+        );
+        let schemas = self.schema_settings(&key, &mut raw, source, target)?;
         let include = match raw.topics {
             Some(list) => self.patterns(&format!("{key}.topics"), list)?,
             None => self.patterns(
@@ -439,6 +444,7 @@ impl Builder<'_> {
                 enabled: raw.sync_topic_acls.unwrap_or(defaults::SYNC_TOPIC_ACLS),
                 interval: sync_topic_acls_interval,
             },
+            schemas,
         }))
     }
 
