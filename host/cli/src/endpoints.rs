@@ -142,6 +142,21 @@ pub fn flow_json(name: &str, s: &refract_mirror::FlowStatus) -> Value {
         "partitions": s.partitions,
         "cluster": s.cluster.as_ref().map(cluster_json),
         "held_elsewhere": s.held_elsewhere,
+        "schemas": s.schemas.as_ref().map(schemas_json),
+    })
+}
+
+/// A flow's schema-id translation in `/status`.
+fn schemas_json(v: &refract_mirror::SchemaView) -> Value {
+    json!({
+        "source_registry": v.source_registry,
+        "target_registry": v.target_registry,
+        "translated": v.stats.translated,
+        "registered": v.stats.registered,
+        "synced_subjects": v.stats.synced_subjects,
+        "last_error": v.stats.last_error,
+        "source_down": v.source_down,
+        "target_down": v.target_down,
     })
 }
 

@@ -58,7 +58,7 @@ impl Token {
 
 /// Where a cluster's tokens come from.
 enum Kind {
-    Static(Cluster),
+    Static(Box<Cluster>),
     Oidc(Oidc),
 }
 
@@ -147,7 +147,7 @@ pub(crate) fn attach(
         (key, Kind::Oidc(oidc))
     } else if let Some(token) = cluster.static_oauth_token() {
         let key = format!("static\0{}\0{token}", cluster.alias);
-        (key, Kind::Static(cluster.clone()))
+        (key, Kind::Static(Box::new(cluster.clone())))
     } else {
         return Ok(None);
     };

@@ -39,6 +39,9 @@ pub enum Reason {
     /// target), or the partition's position is past its end: the partition is stopped, not
     /// retried (see `flow::recreated`).
     Recreated,
+    /// A schema registry did not answer while a record's schema id was translated
+    /// (`schemas = "translate"`): the record waits, untranslated records never leave.
+    SchemaRegistry,
 }
 
 impl Reason {
@@ -53,6 +56,7 @@ impl Reason {
             Reason::Produce => "produce",
             Reason::Fetch => "fetch",
             Reason::Recreated => "recreated",
+            Reason::SchemaRegistry => "schema_registry",
         }
     }
 

@@ -40,7 +40,7 @@ pub use chain::{Chain, ChainOutput, DeadLetter, Halt, Item, Skipped};
 pub use checkpoint::{CheckpointRunner, TRANSLATION_HEADER};
 pub use flow::{
     progress_group, provenance, transactional_id, DegradedPartition, Fenced, FlowBoard,
-    FlowContext, FlowRunner, FlowStatus, PluginSet, SharedStatus, PROVENANCE_HEADER,
+    FlowContext, FlowRunner, FlowStatus, PluginSet, SchemaView, SharedStatus, PROVENANCE_HEADER,
 };
 pub use flow::{ClusterView, LostHalt, LostRecords, Member};
 pub use planner::{Route, Skip, TopicPlan, TopicPlanner};
@@ -572,6 +572,8 @@ fn start_flow(
     let source = pipeline.clusters[&p.flow.source].clone();
     let target = pipeline.clusters[&p.flow.target].clone();
     let board = FlowBoard::new(metrics.flow(&name).ok(), clustering.is_some());
+    let schemas = flow::schemas::translator(&p.flow, &source, &target, metrics, p.policy.clone())?;
+    board.set_schemas(schemas.clone());
     let tasks = Arc::new(
         tasks::FlowTasks::new(
             p.flow.clone(),
@@ -586,9 +588,20 @@ fn start_flow(
         .with_reverse_heartbeats(shape.reverse_heartbeats)
         .with_metrics(metrics.clone())
         .with_partition_series(pipeline.endpoint.partition_series)
-        .with_drain_timeout(drain),
+        .with_drain_timeout(drain)
+        .with_schemas(schemas.clone()),
     );
     let mut handles = Vec::new();
+    if let Some(translator) = schemas {
+        let thread_stop = stop.clone();
+        let interval = p.flow.schemas.sync_interval;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("schemas {name}"))
+                .spawn(move || flow::schemas::sync_subjects(&translator, interval, &thread_stop))
+                .with_context(|| format!("starting the subject sync of flow {name}"))?,
+        );
+    }
     match clustering {
         None => {
             // One process per flow: it waits on standby while another runs the flow.

@@ -87,6 +87,14 @@ pub mod names {
     /// Records the source deleted before the flow mirrored them (retention, DeleteRecords), per
     /// replicated partition.
     pub const RECORDS_LOST_TOTAL: &str = "refract_records_lost_total";
+    /// Framed keys and values whose schema id was translated, per flow.
+    pub const SCHEMA_TRANSLATIONS_TOTAL: &str = "refract_schema_translations_total";
+    /// Translations that had to ask the registries (an id seen for the first time), per flow.
+    pub const SCHEMA_CACHE_MISSES_TOTAL: &str = "refract_schema_cache_misses_total";
+    /// Schemas registered on (or found in) the target registry, per flow and target cluster.
+    pub const SCHEMA_REGISTERED_TOTAL: &str = "refract_schema_registered_total";
+    /// Failed schema-registry requests, per flow and cluster whose registry failed.
+    pub const SCHEMA_REGISTRY_ERRORS_TOTAL: &str = "refract_schema_registry_errors_total";
     /// Tasks of the flow this process holds now, per flow (cluster mode).
     pub const CLUSTER_TASKS: &str = "refract_cluster_tasks";
     /// Members of the flow's process group as last seen (0 when unknown), per flow (cluster
@@ -131,6 +139,10 @@ pub mod names {
         PARTITION_ERRORS_TOTAL,
         PARTITION_DEGRADED,
         RECORDS_LOST_TOTAL,
+        SCHEMA_TRANSLATIONS_TOTAL,
+        SCHEMA_CACHE_MISSES_TOTAL,
+        SCHEMA_REGISTERED_TOTAL,
+        SCHEMA_REGISTRY_ERRORS_TOTAL,
         CLUSTER_TASKS,
         CLUSTER_MEMBERS,
         CLUSTER_DUTIES,
@@ -171,6 +183,11 @@ const PLUGIN_TIMEOUTS_HELP: &str =
     "Plugin calls interrupted for exceeding their time limit (calls).";
 const PLUGIN_DURATION_HELP: &str = "Wall-clock duration of one plugin call (seconds).";
 const PLUGIN_LIMIT_HITS_HELP: &str = "Plugin calls stopped by a sandbox budget: deadline (call_timeout), memory (memory_limit), outputs (max_outputs_per_record, max_outputs_per_call) or bytes (max_output_bytes) (calls).";
+const SCHEMA_TRANSLATIONS_HELP: &str = "Framed keys and values whose schema id was translated to the target registry's (fields; schemas = \"translate\").";
+const SCHEMA_CACHE_MISSES_HELP: &str = "Schema-id translations that asked the registries because the id was new for its remote topic (fields).";
+const SCHEMA_REGISTERED_HELP: &str = "Schemas registered on the target cluster's registry, or found there already, by translation and subject sync (schemas).";
+const SCHEMA_REGISTRY_ERRORS_HELP: &str =
+    "Schema-registry requests that failed, per cluster whose registry failed them (requests).";
 const DEAD_LETTERED_HELP: &str =
     "Records a processor failed on that were sent to the flow's dead-letter topic (records).";
 const SKIPPED_HELP: &str =
@@ -527,6 +544,15 @@ pub trait RefractSeries {
     /// cluster mode; the gauges start at 0.
     fn cluster(&self, flow: &str) -> Result<ClusterMetrics, MetricsError>;
 
+    /// Registers (or finds) the schema-translation series of flow `flow` between clusters
+    /// `source` and `target`.
+    fn schemas(
+        &self,
+        flow: &str,
+        source: &str,
+        target: &str,
+    ) -> Result<refract_schema::SchemaCounters, MetricsError>;
+
     /// Removes every `refract_*` series of a flow (its own, its plugins', its partitions'
     /// failure series and its cluster-mode series).
     fn remove_flow(&self, flow: &str) -> usize;
@@ -703,6 +729,40 @@ impl RefractSeries for Metrics {
 
     fn remove_flow(&self, flow: &str) -> usize {
         self.remove(REFRACT_PREFIX, &[("flow", flow)])
+    }
+
+    fn schemas(
+        &self,
+        flow: &str,
+        source: &str,
+        target: &str,
+    ) -> Result<refract_schema::SchemaCounters, MetricsError> {
+        let errors = |cluster: &str| {
+            self.counter(
+                SCHEMA_REGISTRY_ERRORS_TOTAL,
+                SCHEMA_REGISTRY_ERRORS_HELP,
+                &[("flow", flow), ("cluster", cluster)],
+            )
+        };
+        Ok(refract_schema::SchemaCounters {
+            translations: self.counter(
+                SCHEMA_TRANSLATIONS_TOTAL,
+                SCHEMA_TRANSLATIONS_HELP,
+                &[("flow", flow)],
+            )?,
+            cache_misses: self.counter(
+                SCHEMA_CACHE_MISSES_TOTAL,
+                SCHEMA_CACHE_MISSES_HELP,
+                &[("flow", flow)],
+            )?,
+            registered: self.counter(
+                SCHEMA_REGISTERED_TOTAL,
+                SCHEMA_REGISTERED_HELP,
+                &[("flow", flow), ("cluster", target)],
+            )?,
+            source_errors: errors(source)?,
+            target_errors: errors(target)?,
+        })
     }
 
     fn plugin(&self, plugin: &str, flow: &str) -> Result<PluginMetrics, MetricsError> {
@@ -1505,12 +1565,13 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         m.partition_degraded("f", "x", Some(0)).unwrap();
         m.cluster("f").unwrap();
         m.records_lost("s", "t", "s.x", 0).unwrap();
+        m.schemas("f", "s", "t").unwrap();
         let text = m.render();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         // 2 counters + 2 stats×4 + lag + checkpoint stat×4 + 13 flow (inflight, 5 record
         // events, the deprecated dropped, throttled, transactions, transaction duration, up,
-        // state, degraded) + 5 plugin + reloads + 2 partition + 5 cluster + lost.
-        assert_eq!(helps, 2 + 8 + 1 + 4 + 13 + 5 + 1 + 2 + 5 + 1);
+        // state, degraded) + 5 plugin + reloads + 2 partition + 5 cluster + lost + 4 schema.
+        assert_eq!(helps, 2 + 8 + 1 + 4 + 13 + 5 + 1 + 2 + 5 + 1 + 4);
         // Every name in `ALL` was registered.
         for name in ALL {
             assert!(
@@ -1583,6 +1644,7 @@ refract_cluster_tasks{flow=\"a->b\",instance=\"p1\"} 3
         m.cluster("<flow>").unwrap();
         m.records_lost("<source>", "<target>", "<topic>", 0)
             .unwrap();
+        m.schemas("<flow>", "<cluster>", "<cluster>").unwrap();
         m.render()
     }
 

@@ -30,6 +30,8 @@ pub struct FlowBoard {
     metrics: Option<FlowMetrics>,
     /// In cluster mode, holding no task is `standby`; otherwise it means not started yet.
     clustered: bool,
+    /// The flow's schema-id translator, when it translates.
+    schemas: Mutex<Option<Arc<refract_schema::Translator>>>,
 }
 
 impl FlowBoard {
@@ -40,7 +42,13 @@ impl FlowBoard {
             tasks: Mutex::new(BTreeMap::new()),
             metrics,
             clustered,
+            schemas: Mutex::new(None),
         })
+    }
+
+    /// Shows `translator`'s state in the flow's status.
+    pub fn set_schemas(&self, translator: Option<Arc<refract_schema::Translator>>) {
+        *lock(&self.schemas) = translator;
     }
 
     /// The flow's own status (checkpoints, cluster view).
@@ -96,6 +104,9 @@ impl FlowBoard {
             merged.add_partitions(t);
         }
         merged.state = merged.health();
+        merged.schemas = lock(&self.schemas)
+            .as_deref()
+            .map(super::status::SchemaView::of);
         merged
     }
 

@@ -11,6 +11,7 @@ use rdkafka::message::OwnedHeaders;
 use tracing::info;
 
 use crate::chain::{HeaderPair, Item};
+use crate::degraded::Reason;
 use crate::series::RecordEvent;
 use refract_kafka::headers::{self as raw_headers, RawHeader};
 use refract_kafka::source_queue::{Polled, SourceMessage, SourceQueue};
@@ -198,7 +199,7 @@ impl Run<'_> {
             } else {
                 None
             };
-            if self.chain.is_empty() {
+            if self.chain.is_empty() && runner.schemas.is_none() {
                 {
                     let mut p = lock(&self.progress);
                     if p[i].failure().is_some() {
@@ -288,10 +289,16 @@ impl Run<'_> {
             let partitions = self.slots.by_topic.get(topic).map_or(1, Vec::len) as i32;
             let own = self.planner.own();
             let mut target = Targets::new(runner, &self.clients, &self.plan, own, partitions);
-            let out = self
+            let mut out = self
                 .chain
                 .run(topic, partition, items, &mut target)
                 .map_err(anyhow::Error::new)?;
+            let held = match &runner.schemas {
+                Some(t) => self
+                    .translate_outputs(t, topic, partition, &mut out)
+                    .map_err(anyhow::Error::new)?,
+                None => None,
+            };
             // Register every output before sending any, so no acknowledgement can arrive for a
             // record the progress does not know yet. Outputs come in source offset order.
             let mut outputs = vec![0u32; offsets.len()];
@@ -308,7 +315,17 @@ impl Run<'_> {
             {
                 let mut p = lock(&self.progress);
                 for (offset, n) in offsets.iter().zip(&outputs) {
-                    p[i].sent(*offset, *n);
+                    match &held {
+                        Some(h) if *offset > h.offset => break,
+                        // Held for the registry: the partition is paused, rewound to its first
+                        // unacknowledged record and read again after its backoff.
+                        Some(h) if *offset == h.offset => {
+                            p[i].sent(h.offset, 1);
+                            p[i].failed(h.offset, Reason::SchemaRegistry, h.why.clone());
+                            break;
+                        }
+                        _ => p[i].sent(*offset, *n),
+                    }
                 }
             }
             for f in &out.forward {

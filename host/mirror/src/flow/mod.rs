@@ -36,6 +36,7 @@ mod members;
 mod provenance;
 mod recreated;
 mod run;
+pub(crate) mod schemas;
 mod slots;
 mod status;
 mod targets;
@@ -102,6 +103,8 @@ pub struct FlowContext {
     /// exports them, or (`false`, `[metrics] partition_series = false`) one per topic with its
     /// partitions summed up.
     pub partition_series: bool,
+    /// The flow's schema-id translator (`schemas = "translate"`), shared by its tasks.
+    pub schemas: Option<Arc<refract_schema::Translator>>,
 }
 
 /// The `transactional.id` of an exactly-once task's target producer: the same in every process
@@ -150,6 +153,8 @@ pub struct FlowRunner {
     throttle: Arc<ThrottleLimits>,
     /// See [`FlowContext::partition_series`].
     partition_series: bool,
+    /// See [`FlowContext::schemas`].
+    schemas: Option<Arc<refract_schema::Translator>>,
 }
 
 impl FlowRunner {
@@ -163,6 +168,7 @@ impl FlowRunner {
             board,
             throttle,
             partition_series,
+            schemas,
         } = context;
         let status = board.add_task(task.index);
         Self {
@@ -184,6 +190,7 @@ impl FlowRunner {
             progress_mark: Mutex::new((0, Instant::now())),
             throttle,
             partition_series,
+            schemas,
         }
     }
 

@@ -270,6 +270,14 @@ impl<'r> Run<'r> {
                 {
                     self.sync_acls(&plan);
                 }
+                if let Some(t) = &self.runner.schemas {
+                    t.note_topics(
+                        self.slots
+                            .slots
+                            .iter()
+                            .map(|s| (s.topic.clone(), s.remote.clone())),
+                    );
+                }
                 self.plan = plan
             }
             Err(e) if e.downcast_ref::<super::LostHalt>().is_some() => return Err(e),

@@ -103,6 +103,37 @@ pub struct FlowStatus {
     /// Outside cluster mode: the other refract process that runs this flow, while this one
     /// waits on standby for it to stop (see `membership::solo`).
     pub held_elsewhere: Option<String>,
+    /// Schema-id translation (`schemas = "translate"`), when the flow translates.
+    pub schemas: Option<SchemaView>,
+}
+
+/// What `/status` shows of a flow's schema-id translation.
+#[derive(Debug, Default, Clone)]
+pub struct SchemaView {
+    /// The source cluster's registry URL (as written when it held references).
+    pub source_registry: String,
+    /// The target cluster's registry URL.
+    pub target_registry: String,
+    /// Counts and the last failure.
+    pub stats: refract_schema::Stats,
+    /// Why requests to the source registry fail now, if they do.
+    pub source_down: Option<String>,
+    /// Why requests to the target registry fail now, if they do.
+    pub target_down: Option<String>,
+}
+
+impl SchemaView {
+    /// The view of `translator` now.
+    pub fn of(translator: &refract_schema::Translator) -> Self {
+        let (source, target) = translator.registries();
+        Self {
+            source_registry: source.url_shown().to_string(),
+            target_registry: target.url_shown().to_string(),
+            stats: translator.stats(),
+            source_down: source.down(),
+            target_down: target.down(),
+        }
+    }
 }
 
 impl FlowStatus {

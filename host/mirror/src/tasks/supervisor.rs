@@ -54,6 +54,8 @@ pub(crate) struct FlowTasks {
     checkpoints: Mutex<Option<RunningCheckpoints>>,
     /// The flow's read rate limits, shared by its tasks; a reload changes them live.
     throttle: Arc<ThrottleLimits>,
+    /// The flow's schema-id translator, shared by its tasks.
+    schemas: Option<Arc<refract_schema::Translator>>,
 }
 
 impl FlowTasks {
@@ -79,7 +81,17 @@ impl FlowTasks {
             drain: crate::flow::DRAIN_TIMEOUT,
             running: Mutex::new(BTreeMap::new()),
             checkpoints: Mutex::new(None),
+            schemas: None,
         }
+    }
+
+    /// Tasks translate schema ids with `translator` (`schemas = "translate"`).
+    pub(crate) fn with_schemas(
+        mut self,
+        translator: Option<Arc<refract_schema::Translator>>,
+    ) -> Self {
+        self.schemas = translator;
+        self
     }
 
     /// Task 0 also writes the reverse pair's heartbeats (see
@@ -304,6 +316,7 @@ impl FlowTasks {
             board: self.board.clone(),
             throttle: self.throttle.clone(),
             partition_series: self.partition_series,
+            schemas: self.schemas.clone(),
         }
     }
 

@@ -1,0 +1,528 @@
+//! Schema-id translation for one flow: a framed key or value's source id becomes the id the
+//! target registry gives the same schema under the subject the flow names, registering it (and,
+//! first, every schema it references) when the target does not hold it yet.
+//!
+//! The steady state is one read-locked map lookup per framed field; the registries are asked
+//! only for an id seen for the first time (per remote topic and field). Nothing here guesses:
+//! an id the source registry does not know, or a schema the target refuses, is a
+//! [`TranslateError::Permanent`] the flow's `schema_on_error` decides on; a registry that does
+//! not answer is a [`TranslateError::Unavailable`] the flow retries, holding the partition.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use refract_config::{SchemaSettings, SubjectNaming};
+use refract_telemetry::Counter;
+use tracing::{debug, info};
+
+use crate::client::{Reference, RegistryClient, RegistryError, Schema};
+use crate::wire::framed_id;
+
+/// How long an id the source registry said it does not know is not asked about again (a topic
+/// of records with a bad id must not become one registry request per record).
+const UNKNOWN_ID_TTL: Duration = Duration::from_secs(10);
+/// Deepest chain of references followed.
+const MAX_REFERENCE_DEPTH: usize = 32;
+
+/// Which part of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// The key: subject `<topic>-key`.
+    Key,
+    /// The value: subject `<topic>-value`.
+    Value,
+}
+
+impl Field {
+    /// `key` or `value`, as subjects end.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Key => "key",
+            Self::Value => "value",
+        }
+    }
+}
+
+/// Why a framed field could not be translated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TranslateError {
+    /// A registry did not answer: retry later; the record must not leave untranslated.
+    Unavailable(String),
+    /// It never will be: the source registry does not know the id, or the target refuses the
+    /// schema.
+    Permanent(String),
+}
+
+impl std::fmt::Display for TranslateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable(m) | Self::Permanent(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<RegistryError> for TranslateError {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::Unavailable(m) => Self::Unavailable(m),
+            RegistryError::NotFound(m) | RegistryError::Refused(m) => Self::Permanent(m),
+        }
+    }
+}
+
+/// The flow's schema series (see refract-mirror's `series`).
+#[derive(Clone)]
+pub struct SchemaCounters {
+    /// Framed fields translated.
+    pub translations: Counter,
+    /// Translations that had to ask the registries.
+    pub cache_misses: Counter,
+    /// Schemas registered on (or found in) the target registry.
+    pub registered: Counter,
+    /// Failed requests to the source registry.
+    pub source_errors: Counter,
+    /// Failed requests to the target registry.
+    pub target_errors: Counter,
+}
+
+/// One remote topic's translations: (source id, field) -> target id.
+type TopicIds = HashMap<(u32, Field), u32>;
+
+/// Renames a subject as the replication policy renames a topic (`schema_subjects = "all"`).
+pub type Rename = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// One flow's translation between its source and target registries.
+pub struct Translator {
+    flow: String,
+    source: Arc<RegistryClient>,
+    target: Arc<RegistryClient>,
+    settings: SchemaSettings,
+    rename: Rename,
+    counters: Option<SchemaCounters>,
+    /// Remote topic -> (source id, field) -> target id.
+    ids: RwLock<HashMap<String, TopicIds>>,
+    /// Source ids the source registry did not know, and until when that answer stands.
+    unknown: Mutex<HashMap<u32, (Instant, String)>>,
+    /// Source (subject, version) of a referenced schema -> the reference on the target.
+    references: Mutex<HashMap<(String, i64), Reference>>,
+    stats: Mutex<Stats>,
+    /// The (source topic, remote topic) pairs the flow mirrors here, and whether some are new
+    /// since the subject sync last looked.
+    topics: Mutex<(BTreeSet<(String, String)>, bool)>,
+    new_topics: Condvar,
+}
+
+/// What `/status` shows of a flow's translation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Framed fields translated.
+    pub translated: u64,
+    /// Schemas registered on the target (or found there) since start.
+    pub registered: u64,
+    /// Subjects copied by the last sync round.
+    pub synced_subjects: u64,
+    /// The last failure, if the last request failed.
+    pub last_error: Option<String>,
+}
+
+impl Translator {
+    /// A translator for flow `flow`.
+    pub fn new(
+        flow: &str,
+        settings: &SchemaSettings,
+        source: Arc<RegistryClient>,
+        target: Arc<RegistryClient>,
+        rename: Rename,
+        counters: Option<SchemaCounters>,
+    ) -> Self {
+        Self {
+            flow: flow.to_string(),
+            source,
+            target,
+            settings: settings.clone(),
+            rename,
+            counters,
+            ids: RwLock::new(HashMap::new()),
+            unknown: Mutex::new(HashMap::new()),
+            references: Mutex::new(HashMap::new()),
+            stats: Mutex::new(Stats::default()),
+            topics: Mutex::new((BTreeSet::new(), false)),
+            new_topics: Condvar::new(),
+        }
+    }
+
+    /// The flow's name.
+    pub fn flow(&self) -> &str {
+        &self.flow
+    }
+
+    /// Topics a task mirrors (source topic, remote topic), for the subject sync.
+    pub fn note_topics(&self, topics: impl IntoIterator<Item = (String, String)>) {
+        let mut known = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut added = false;
+        for t in topics {
+            if !known.0.contains(&t) {
+                known.0.insert(t);
+                added = true;
+            }
+        }
+        if added {
+            known.1 = true;
+            self.new_topics.notify_all();
+        }
+    }
+
+    /// Every topic noted so far.
+    pub fn topics(&self) -> Vec<(String, String)> {
+        let known = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        known.0.iter().cloned().collect()
+    }
+
+    /// Waits up to `timeout` for topics not seen by the last call; whether there are some.
+    pub fn wait_for_topics(&self, timeout: Duration) -> bool {
+        let known = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut known, _) = self
+            .new_topics
+            .wait_timeout_while(known, timeout, |k| !k.1)
+            .unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut known.1, false)
+    }
+
+    /// Whether `field` is translated (`schema_fields`).
+    pub fn translates(&self, field: Field) -> bool {
+        match field {
+            Field::Key => self.settings.keys,
+            Field::Value => self.settings.values,
+        }
+    }
+
+    /// The target id for `bytes`, a key or value of a record of `source_topic` going to
+    /// `remote_topic`: `Ok(None)` when it is not framed (or the field is not translated) and
+    /// passes unchanged.
+    pub fn target_id(
+        &self,
+        source_topic: &str,
+        remote_topic: &str,
+        field: Field,
+        bytes: Option<&[u8]>,
+    ) -> Result<Option<u32>, TranslateError> {
+        if !self.translates(field) {
+            return Ok(None);
+        }
+        let Some(id) = bytes.and_then(framed_id) else {
+            return Ok(None);
+        };
+        let hit = self
+            .ids
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(remote_topic)
+            .and_then(|m| m.get(&(id, field)).copied());
+        let target = match hit {
+            Some(t) => t,
+            None => {
+                if let Some(c) = &self.counters {
+                    c.cache_misses.inc();
+                }
+                let t = self.miss(source_topic, remote_topic, field, id)?;
+                self.ids
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(remote_topic.to_string())
+                    .or_default()
+                    .insert((id, field), t);
+                t
+            }
+        };
+        if let Some(c) = &self.counters {
+            c.translations.inc();
+        }
+        Ok(Some(target))
+    }
+
+    /// Counts `n` translations for `/status` (the counters count each one; this is batched).
+    pub fn count(&self, n: u64) {
+        self.lock_stats().translated += n;
+    }
+
+    /// What `/status` shows.
+    pub fn stats(&self) -> Stats {
+        self.lock_stats().clone()
+    }
+
+    /// The source and target registries, for `/status`.
+    pub fn registries(&self) -> (&RegistryClient, &RegistryClient) {
+        (&self.source, &self.target)
+    }
+
+    fn lock_stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the registries: the source schema of `id`, its subject on the target, and the id
+    /// the target gives it there.
+    fn miss(
+        &self,
+        source_topic: &str,
+        remote_topic: &str,
+        field: Field,
+        id: u32,
+    ) -> Result<u32, TranslateError> {
+        if let Some((until, why)) = self
+            .unknown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+        {
+            if Instant::now() < *until {
+                return Err(TranslateError::Permanent(why.clone()));
+            }
+        }
+        let result = self.resolve(source_topic, remote_topic, field, id);
+        match &result {
+            Err(TranslateError::Permanent(why)) => {
+                self.unknown
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, (Instant::now() + UNKNOWN_ID_TTL, why.clone()));
+                self.lock_stats().last_error = Some(why.clone());
+            }
+            Err(TranslateError::Unavailable(why)) => {
+                self.lock_stats().last_error = Some(why.clone());
+            }
+            Ok(_) => self.lock_stats().last_error = None,
+        }
+        result
+    }
+
+    fn resolve(
+        &self,
+        source_topic: &str,
+        remote_topic: &str,
+        field: Field,
+        id: u32,
+    ) -> Result<u32, TranslateError> {
+        let schema = match self.source.schema_by_id(id) {
+            Ok(s) => s,
+            Err(RegistryError::NotFound(m)) => {
+                self.source_error();
+                return Err(TranslateError::Permanent(format!(
+                    "schema id {id} ({} of a record of {source_topic}) is unknown to the source registry: {m}",
+                    field.as_str()
+                )));
+            }
+            Err(e) => {
+                self.source_error();
+                return Err(e.into());
+            }
+        };
+        let subjects = self
+            .source
+            .subjects_of(id)
+            .inspect_err(|_| self.source_error())?;
+        let subject = self.target_subject(source_topic, remote_topic, field, &subjects);
+        let (target, _) = self
+            .register(&subject, &schema, 0, &mut HashSet::new())
+            .map_err(|e| match e {
+                TranslateError::Permanent(m) => TranslateError::Permanent(format!(
+                    "schema id {id} ({} of a record of {source_topic}) as subject {subject}: {m}",
+                    field.as_str()
+                )),
+                other => other,
+            })?;
+        info!(flow = %self.flow, "schema id {id} of {source_topic} ({}) is id {target} under subject {subject} on {}", field.as_str(), self.target.cluster);
+        Ok(target)
+    }
+
+    /// The subject on the target of a schema registered under `subjects` on the source, for
+    /// `field` of a record of `source_topic` mirrored to `remote_topic`.
+    fn target_subject(
+        &self,
+        source_topic: &str,
+        remote_topic: &str,
+        field: Field,
+        subjects: &[(String, i64)],
+    ) -> String {
+        let own = format!("{source_topic}-{}", field.as_str());
+        let topic_prefix = format!("{source_topic}-");
+        if subjects.iter().any(|(s, _)| *s == own) || subjects.is_empty() {
+            return format!("{remote_topic}-{}", field.as_str());
+        }
+        // TopicRecordNameStrategy: `<topic>-<record name>`.
+        if let Some((s, _)) = subjects.iter().find(|(s, _)| s.starts_with(&topic_prefix)) {
+            return format!("{remote_topic}-{}", &s[topic_prefix.len()..]);
+        }
+        self.other_subject(&subjects[0].0)
+    }
+
+    /// A subject not named after the topic: kept, or renamed by the policy.
+    fn other_subject(&self, subject: &str) -> String {
+        match self.settings.subjects {
+            SubjectNaming::Topic => subject.to_string(),
+            SubjectNaming::All => (self.rename)(subject).unwrap_or_else(|| subject.to_string()),
+        }
+    }
+
+    /// Registers `schema` under `subject` on the target, its references first; its target id
+    /// and the schema as registered there (references named as the target names them).
+    fn register(
+        &self,
+        subject: &str,
+        schema: &Schema,
+        depth: usize,
+        seen: &mut HashSet<(String, i64)>,
+    ) -> Result<(u32, Schema), TranslateError> {
+        if depth > MAX_REFERENCE_DEPTH {
+            return Err(TranslateError::Permanent(format!(
+                "references nest deeper than {MAX_REFERENCE_DEPTH}"
+            )));
+        }
+        let mut translated = Vec::with_capacity(schema.references.len());
+        for r in &schema.references {
+            translated.push(self.reference(r, depth, seen)?);
+        }
+        let on_target = Schema {
+            text: schema.text.clone(),
+            schema_type: schema.schema_type.clone(),
+            references: translated,
+        };
+        let id = self
+            .target
+            .register(subject, &on_target)
+            .inspect_err(|_| self.target_error())?;
+        if let Some(c) = &self.counters {
+            c.registered.inc();
+        }
+        self.lock_stats().registered += 1;
+        Ok((id, on_target))
+    }
+
+    /// A source reference as the target names it: the referenced schema registered there.
+    fn reference(
+        &self,
+        r: &Reference,
+        depth: usize,
+        seen: &mut HashSet<(String, i64)>,
+    ) -> Result<Reference, TranslateError> {
+        let key = (r.subject.clone(), r.version);
+        if let Some(done) = self.lock_refs().get(&key) {
+            return Ok(Reference {
+                name: r.name.clone(),
+                ..done.clone()
+            });
+        }
+        if !seen.insert(key.clone()) {
+            return Err(TranslateError::Permanent(format!(
+                "reference {} version {} refers back to itself",
+                r.subject, r.version
+            )));
+        }
+        let (_, schema) = self
+            .source
+            .version(&r.subject, r.version)
+            .inspect_err(|_| self.source_error())?;
+        let subject = self.other_subject(&r.subject);
+        let (_, on_target) = self.register(&subject, &schema, depth + 1, seen)?;
+        let version = self
+            .target
+            .lookup(&subject, &on_target)
+            .inspect_err(|_| self.target_error())?
+            .ok_or_else(|| {
+                TranslateError::Unavailable(format!(
+                    "cluster {}'s schema registry does not find the schema it registered under {subject}",
+                    self.target.cluster
+                ))
+            })?;
+        let done = Reference {
+            name: r.name.clone(),
+            subject,
+            version,
+        };
+        debug!(flow = %self.flow, "reference {} v{} is {} v{} on the target", r.subject, r.version, done.subject, done.version);
+        self.lock_refs().insert(key, done.clone());
+        Ok(done)
+    }
+
+    fn lock_refs(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i64), Reference>> {
+        self.references.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn source_error(&self) {
+        if let Some(c) = &self.counters {
+            c.source_errors.inc();
+        }
+    }
+
+    fn target_error(&self) {
+        if let Some(c) = &self.counters {
+            c.target_errors.inc();
+        }
+    }
+
+    /// Copies the subjects of `topics` (source topic, remote topic): every version of
+    /// `<topic>-key` and `<topic>-value` (the fields the flow translates) in order, then the
+    /// subject's compatibility level. Returns the subjects copied; stops at the first registry
+    /// that does not answer. A version the target refuses is logged and skipped.
+    pub fn sync_subjects(&self, topics: &[(String, String)]) -> Result<u64, TranslateError> {
+        let mut copied = 0;
+        for (topic, remote) in topics {
+            for field in [Field::Key, Field::Value] {
+                if !self.translates(field) {
+                    continue;
+                }
+                let subject = format!("{topic}-{}", field.as_str());
+                let versions = self
+                    .source
+                    .versions(&subject)
+                    .inspect_err(|_| self.source_error())?;
+                if versions.is_empty() {
+                    continue;
+                }
+                let target_subject = format!("{remote}-{}", field.as_str());
+                for v in versions {
+                    let (id, schema) = match self.source.version(&subject, v) {
+                        Ok(found) => found,
+                        Err(RegistryError::NotFound(_)) => continue, // deleted meanwhile
+                        Err(e) => {
+                            self.source_error();
+                            return Err(e.into());
+                        }
+                    };
+                    match self.register(&target_subject, &schema, 0, &mut HashSet::new()) {
+                        Ok((target, _)) => {
+                            self.ids
+                                .write()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .entry(remote.clone())
+                                .or_default()
+                                .insert((id, field), target);
+                        }
+                        Err(TranslateError::Permanent(m)) => {
+                            tracing::warn!(flow = %self.flow, "subject {subject} version {v} not copied to {target_subject}: {m}");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                if let Some(level) = self
+                    .source
+                    .compatibility(&subject)
+                    .inspect_err(|_| self.source_error())?
+                {
+                    let current = self
+                        .target
+                        .compatibility(&target_subject)
+                        .inspect_err(|_| self.target_error())?;
+                    if current.as_deref() != Some(level.as_str()) {
+                        self.target
+                            .set_compatibility(&target_subject, &level)
+                            .inspect_err(|_| self.target_error())?;
+                    }
+                }
+                copied += 1;
+            }
+        }
+        self.lock_stats().synced_subjects = copied;
+        Ok(copied)
+    }
+}
