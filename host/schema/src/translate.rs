@@ -504,11 +504,14 @@ impl Translator {
                         Err(e) => return Err(e),
                     }
                 }
-                if let Some(level) = self
+                // A subject without a level of its own reads as NONE on some registries
+                // (Apicurio), so NONE is not copied: the target's own default stands.
+                let level = self
                     .source
                     .compatibility(&subject)
                     .inspect_err(|_| self.source_error())?
-                {
+                    .filter(|level| level != "NONE");
+                if let Some(level) = level {
                     let current = self
                         .target
                         .compatibility(&target_subject)

@@ -115,6 +115,21 @@ impl TomlWriter {
                 );
             }
         }
+        if let Some(r) = &c.registry {
+            let path = format!("{path}.schema_registry");
+            self.line(&format!("[clusters.{alias}.schema_registry]"));
+            let (url, origin) = &r.url;
+            self.entry(format!("{path}.url"), "url", &toml_string(url), origin);
+            if let Some((user, password, origin)) = &r.basic {
+                self.entry(format!("{path}.user"), "user", &toml_string(user), origin);
+                self.entry(
+                    format!("{path}.password"),
+                    "password",
+                    &toml_string(password),
+                    origin,
+                );
+            }
+        }
     }
 
     pub(super) fn flow(&mut self, i: usize, f: &FlowOut) {

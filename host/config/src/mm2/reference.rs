@@ -72,6 +72,8 @@ pub(crate) fn render_reference(header: &str) -> String {
             "Required for every alias.".into(),
         ],
     );
+    row(&mut out, &["`<alias>.schema.registry.url`".into(), "`clusters.<alias>.schema_registry.url`".into(), "MirrorMaker 2 has no use for it (it copies schema ids as bytes); a flow whose two clusters both name one gets `schemas = \"translate\"`.".into()]);
+    row(&mut out, &["`<alias>.schema.registry.basic.auth.user.info`".into(), "`clusters.<alias>.schema_registry.user`, `password`".into(), "`user:password` as Confluent's serializers read it; a reference cannot be split and is left out (noted): set `user` and `password` in the pipeline.".into()]);
     row(&mut out, &["`A->B.enabled`".into(), "`[[flow]] source = \"A\"`, `target = \"B\"`".into(), "Only enabled flows are converted; MM2's heartbeat-only flows for pairs that are not enabled are noted, not converted.".into()]);
     let policies: Vec<String> = POLICIES
         .iter()

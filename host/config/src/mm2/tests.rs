@@ -594,3 +594,40 @@ fn an_interval_past_the_maximum_names_the_property() {
         "mm2.properties:5: offset.flush.interval.ms: `99999999999999999ms` is longer than the maximum of 365 days (converted to `flow[0].commit_interval`)"
     );
 }
+
+#[test]
+fn registry_urls_become_schema_registries_and_translation() {
+    let text = format!(
+        "{TWO}a.schema.registry.url = http://reg-a:8081\na.schema.registry.basic.auth.user.info = mirror:s3cret-reg\nb.schema.registry.url = https://reg-b:8081\n"
+    );
+    let converted = convert_text(&text).unwrap();
+    assert!(
+        converted.toml.contains("[clusters.a.schema_registry]"),
+        "{}",
+        converted.toml
+    );
+    assert!(!format!("{converted:?}").contains("s3cret-reg"));
+    let p = load_text(&text).unwrap();
+    let a = p.clusters["a"].schema_registry.as_ref().unwrap();
+    assert_eq!(a.url, "http://reg-a:8081");
+    assert_eq!(a.basic_auth(), Some(("mirror", "s3cret-reg")));
+    assert_eq!(
+        p.clusters["b"].schema_registry.as_ref().unwrap().url,
+        "https://reg-b:8081"
+    );
+    assert!(p.flows[0].schemas.translate());
+    assert!(
+        converted
+            .notes
+            .iter()
+            .any(|n| n.contains("schemas = \"translate\"")),
+        "{:?}",
+        converted.notes
+    );
+
+    // One registry: no translation (it needs both).
+    let one = format!("{TWO}a.schema.registry.url = http://reg-a:8081\n");
+    let p = load_text(&one).unwrap();
+    assert!(p.clusters["a"].schema_registry.is_some());
+    assert!(!p.flows[0].schemas.translate());
+}
