@@ -159,6 +159,13 @@ impl RegistryClient {
             .map(|(_, why)| why.clone())
     }
 
+    /// How many subjects the registry lists (`GET /subjects`): whether it answers, and lets
+    /// refract read.
+    pub fn probe(&self) -> Result<usize, RegistryError> {
+        let body = self.call("GET", "/subjects", None)?;
+        Ok(body.as_array().map_or(0, Vec::len))
+    }
+
     /// The schema with global id `id` (`GET /schemas/ids/{id}`).
     pub fn schema_by_id(&self, id: u32) -> Result<Schema, RegistryError> {
         let body = self.call("GET", &format!("/schemas/ids/{id}"), None)?;

@@ -167,6 +167,40 @@ pub fn check_connect(pipeline: &Pipeline, flows: &[PreparedFlow]) -> Result<Repo
             lines.push(format!("  {} {}", answer.mark.text(), answer.text));
         }
     }
+    for p in flows.iter().filter(|p| p.flow.schemas.translate()) {
+        let name = p.flow.name();
+        for alias in [&p.flow.source, &p.flow.target] {
+            let Some(config) = pipeline
+                .clusters
+                .get(alias)
+                .and_then(|c| c.schema_registry.as_ref())
+            else {
+                continue;
+            };
+            let answer = refract_schema::RegistryClient::new(alias, config)
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|client| client.probe().map_err(|e| e.to_string()));
+            match answer {
+                Ok(subjects) => lines.push(format!(
+                    "  {} cluster {alias}'s schema registry {} answers ({subjects} subjects) (flow {name}: schemas = \"translate\"{})",
+                    Mark::Yes.text(),
+                    config.url_shown(),
+                    if *alias == p.flow.target {
+                        "; registering schemas there cannot be probed without writing"
+                    } else {
+                        ""
+                    }
+                )),
+                Err(why) => {
+                    *failed_flows.entry(name.clone()).or_default() += 1;
+                    lines.push(format!(
+                        "  {} {why} (flow {name}: schemas = \"translate\")",
+                        Mark::No.text()
+                    ));
+                }
+            }
+        }
+    }
     for p in flows {
         let name = p.flow.name();
         let line = match (failed_flows.get(&name), warned_flows.get(&name)) {
