@@ -22,6 +22,8 @@ use crate::wire::framed_id;
 /// How long an id the source registry said it does not know is not asked about again (a topic
 /// of records with a bad id must not become one registry request per record).
 const UNKNOWN_ID_TTL: Duration = Duration::from_secs(10);
+/// Most failed translations remembered at once.
+const MAX_UNKNOWN: usize = 10_000;
 /// Deepest chain of references followed.
 const MAX_REFERENCE_DEPTH: usize = 32;
 
@@ -102,8 +104,9 @@ pub struct Translator {
     counters: Option<SchemaCounters>,
     /// Remote topic -> (source id, field) -> target id.
     ids: RwLock<HashMap<String, TopicIds>>,
-    /// Source ids the source registry did not know, and until when that answer stands.
-    unknown: Mutex<HashMap<u32, (Instant, String)>>,
+    /// (remote topic, source id, field) that could not be translated for good, and until when
+    /// that answer stands.
+    unknown: Mutex<HashMap<(String, u32, Field), (Instant, String)>>,
     /// Source (subject, version) of a referenced schema -> the reference on the target.
     references: Mutex<HashMap<(String, i64), Reference>>,
     stats: Mutex<Stats>,
@@ -269,11 +272,12 @@ impl Translator {
         field: Field,
         id: u32,
     ) -> Result<u32, TranslateError> {
+        let key = (remote_topic.to_string(), id, field);
         if let Some((until, why)) = self
             .unknown
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&id)
+            .get(&key)
         {
             if Instant::now() < *until {
                 return Err(TranslateError::Permanent(why.clone()));
@@ -282,10 +286,16 @@ impl Translator {
         let result = self.resolve(source_topic, remote_topic, field, id);
         match &result {
             Err(TranslateError::Permanent(why)) => {
-                self.unknown
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(id, (Instant::now() + UNKNOWN_ID_TTL, why.clone()));
+                let mut unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
+                if unknown.len() >= MAX_UNKNOWN {
+                    // Records with ever new bad ids must not grow this without bound.
+                    let now = Instant::now();
+                    unknown.retain(|_, (until, _)| *until > now);
+                    if unknown.len() >= MAX_UNKNOWN {
+                        unknown.clear();
+                    }
+                }
+                unknown.insert(key, (Instant::now() + UNKNOWN_ID_TTL, why.clone()));
                 self.lock_stats().last_error = Some(why.clone());
             }
             Err(TranslateError::Unavailable(why)) => {
@@ -344,16 +354,9 @@ impl Translator {
         field: Field,
         subjects: &[(String, i64)],
     ) -> String {
-        let own = format!("{source_topic}-{}", field.as_str());
-        let topic_prefix = format!("{source_topic}-");
-        if subjects.iter().any(|(s, _)| *s == own) || subjects.is_empty() {
-            return format!("{remote_topic}-{}", field.as_str());
-        }
-        // TopicRecordNameStrategy: `<topic>-<record name>`.
-        if let Some((s, _)) = subjects.iter().find(|(s, _)| s.starts_with(&topic_prefix)) {
-            return format!("{remote_topic}-{}", &s[topic_prefix.len()..]);
-        }
-        self.other_subject(&subjects[0].0)
+        choose_subject(source_topic, remote_topic, field, subjects, |s| {
+            self.other_subject(s)
+        })
     }
 
     /// A subject not named after the topic: kept, or renamed by the policy.
@@ -527,5 +530,77 @@ impl Translator {
         }
         self.lock_stats().synced_subjects = copied;
         Ok(copied)
+    }
+}
+
+/// The subject on the target of a schema that `subjects` hold on the source, for `field` of a
+/// record of `source_topic` mirrored to `remote_topic`; `other` names a subject that is not
+/// named after the topic.
+fn choose_subject(
+    source_topic: &str,
+    remote_topic: &str,
+    field: Field,
+    subjects: &[(String, i64)],
+    other: impl Fn(&str) -> String,
+) -> String {
+    let own = format!("{source_topic}-{}", field.as_str());
+    let topic_prefix = format!("{source_topic}-");
+    let fallback = format!("{remote_topic}-{}", field.as_str());
+    if subjects.iter().any(|(s, _)| *s == own) {
+        return fallback;
+    }
+    // A `-key`/`-value` subject that is not this field's (another topic's, or the other
+    // field's, holding the same schema) says nothing of the strategy: TopicNameStrategy.
+    let named_for_a_field = |s: &str| s.ends_with("-key") || s.ends_with("-value");
+    // TopicRecordNameStrategy: `<topic>-<record name>`.
+    if let Some((s, _)) = subjects
+        .iter()
+        .find(|(s, _)| s.starts_with(&topic_prefix) && !named_for_a_field(s))
+    {
+        return format!("{remote_topic}-{}", &s[topic_prefix.len()..]);
+    }
+    // RecordNameStrategy or a subject of the producer's own choosing.
+    match subjects.iter().find(|(s, _)| !named_for_a_field(s)) {
+        Some((s, _)) => other(s),
+        None => fallback,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subjects(names: &[&str]) -> Vec<(String, i64)> {
+        names.iter().map(|n| (n.to_string(), 1)).collect()
+    }
+
+    fn choose(field: Field, names: &[&str]) -> String {
+        choose_subject("orders", "a.orders", field, &subjects(names), |s| {
+            format!("kept:{s}")
+        })
+    }
+
+    #[test]
+    fn subjects_follow_the_topic_strategies() {
+        // TopicNameStrategy, the same schema under the other field's or another topic's.
+        assert_eq!(choose(Field::Value, &["orders-value"]), "a.orders-value");
+        assert_eq!(
+            choose(Field::Key, &["orders-value", "orders-key"]),
+            "a.orders-key"
+        );
+        assert_eq!(choose(Field::Key, &["orders-value"]), "a.orders-key");
+        assert_eq!(choose(Field::Value, &["payments-value"]), "a.orders-value");
+        assert_eq!(choose(Field::Value, &[]), "a.orders-value");
+        // TopicRecordNameStrategy.
+        assert_eq!(
+            choose(Field::Value, &["orders-acme.Order"]),
+            "a.orders-acme.Order"
+        );
+        // RecordNameStrategy: kept (or renamed, as `other` decides).
+        assert_eq!(choose(Field::Value, &["acme.Order"]), "kept:acme.Order");
+        assert_eq!(
+            choose(Field::Value, &["payments-value", "acme.Order"]),
+            "kept:acme.Order"
+        );
     }
 }
