@@ -88,6 +88,9 @@ pub struct SchemaCounters {
     pub target_errors: Counter,
 }
 
+/// Until when a failed translation's answer stands, and the answer.
+type Failed = (Instant, String);
+
 /// One remote topic's translations: (source id, field) -> target id.
 type TopicIds = HashMap<(u32, Field), u32>;
 
@@ -106,7 +109,7 @@ pub struct Translator {
     ids: RwLock<HashMap<String, TopicIds>>,
     /// (remote topic, source id, field) that could not be translated for good, and until when
     /// that answer stands.
-    unknown: Mutex<HashMap<(String, u32, Field), (Instant, String)>>,
+    unknown: Mutex<HashMap<(String, u32, Field), Failed>>,
     /// Source (subject, version) of a referenced schema -> the reference on the target.
     references: Mutex<HashMap<(String, i64), Reference>>,
     stats: Mutex<Stats>,
