@@ -1,9 +1,13 @@
 //! The Apache Kafka broker launcher: single-node KRaft clusters (combined broker and controller)
 //! started with `java` from the jars `.ci/install-kafka` resolves, on free loopback ports, plus
 //! the broker's process itself (start, readiness, kill, freeze, resume); the admin, produce and
-//! read helpers the tests use on a broker are in `broker/clients.rs`.
+//! read helpers the tests use on a broker are in `broker/clients.rs`, and three-node clusters of
+//! these brokers in `broker/cluster3.rs`.
 
 mod clients;
+mod cluster3;
+
+pub use cluster3::Cluster3;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -132,12 +136,12 @@ extern "C" fn stop_shared_brokers() {
     }
 }
 
-/// Broker settings every broker gets: one node, replication factor 1, quick group joins (as
+/// Broker settings every broker gets: one node (node id and quorum from its [`Node`]), replication
+/// factor 1, quick group joins (as
 /// Kafka's shipped `server.properties`), topics created only when asked for (as on most
 /// production clusters); otherwise Kafka's defaults.
 const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("process.roles", "broker,controller"),
-    ("node.id", "1"),
     ("controller.listener.names", "CONTROLLER"),
     ("inter.broker.listener.name", "PLAINTEXT"),
     ("offsets.topic.replication.factor", "1"),
@@ -168,6 +172,42 @@ const TEST_JVM: &[&str] = &[
     "-XX:TieredStopAtLevel=1",
     "-XX:-UsePerfData",
 ];
+
+/// Where one KRaft node sits in its cluster: its id, its ports and the quorum it votes in. A
+/// single-node cluster is [`Node::single`]; [`Cluster3`] lays out three.
+pub(crate) struct Node {
+    /// `node.id`.
+    pub(crate) id: i32,
+    /// The port of its `PLAINTEXT` listener.
+    pub(crate) port: u16,
+    /// The port of its `CONTROLLER` listener.
+    pub(crate) controller_port: u16,
+    /// `controller.quorum.voters`: the same on every node of the cluster.
+    pub(crate) voters: String,
+    /// The cluster id its storage is formatted with: the same on every node.
+    pub(crate) cluster_id: String,
+    /// What clients of the cluster are given ([`Broker::bootstrap`]); `None`: this node only.
+    pub(crate) bootstrap: Option<String>,
+    /// `server.properties` entries of the cluster's shape (replication factors), before
+    /// [`BrokerOptions::props`].
+    pub(crate) props: Vec<(String, String)>,
+}
+
+impl Node {
+    /// The one node of a single-node cluster, on free ports.
+    fn single() -> Self {
+        let (port, controller_port) = (free_port(), free_port());
+        Self {
+            id: 1,
+            port,
+            controller_port,
+            voters: format!("1@127.0.0.1:{controller_port}"),
+            cluster_id: cluster_id(),
+            bootstrap: None,
+            props: Vec::new(),
+        }
+    }
+}
 
 /// How [`Broker::launch`] starts a broker. [`BrokerOptions::default`] is what the tests use:
 /// a small quickly started JVM, a temp folder, SIGKILL when dropped.
@@ -228,7 +268,8 @@ impl BrokerOptions {
 /// its data in a folder of its own, started from the jars `.ci/install-kafka` resolves.
 pub struct Broker {
     child: Mutex<Option<Child>>,
-    /// `host:port` of its PLAINTEXT listener.
+    /// `host:port` of its PLAINTEXT listener; on a node of a [`Cluster3`], every node's
+    /// (this one first), so the client helpers reach the cluster whichever node is down.
     pub bootstrap: String,
     /// `host:port` of every listener by name (`PLAINTEXT` and [`BrokerOptions::listeners`]).
     pub listeners: BTreeMap<String, String>,
@@ -236,8 +277,10 @@ pub struct Broker {
     pub dir: PathBuf,
     /// The temp folder `dir` is, unless [`BrokerOptions::parent_dir`] was given.
     _temp: Option<TempDir>,
-    /// The cluster's name in test output.
+    /// The cluster's name in test output (with the node's, in a [`Cluster3`]).
     pub name: String,
+    /// Its `node.id` (1 on a single-node cluster).
+    pub node_id: i32,
     java: PathBuf,
     kafka_libs: PathBuf,
     jvm: Vec<String>,
@@ -264,121 +307,9 @@ impl Broker {
     /// [`DEADLINE`]). When another process takes one of its ports before it binds them, it
     /// retries with new ports (up to 4 attempts).
     pub fn launch(cluster: &str, options: &BrokerOptions) -> anyhow::Result<Self> {
-        let java = options.java.clone().unwrap_or_else(java);
-        let kafka_libs = match &options.kafka_libs {
-            Some(libs) => libs.clone(),
-            None => kafka_libs().to_path_buf(),
-        };
         let mut last = String::new();
         for attempt in 0..4 {
-            let (dir, temp) = match &options.parent_dir {
-                Some(parent) => {
-                    let dir = parent.join(format!("{cluster}-{attempt}"));
-                    std::fs::create_dir_all(&dir)
-                        .with_context(|| format!("creating {}", dir.display()))?;
-                    (dir, None)
-                }
-                None => {
-                    let temp = tempfile::tempdir().context("creating a temp folder")?;
-                    (temp.path().to_path_buf(), Some(temp))
-                }
-            };
-            let (port, cport) = (free_port(), free_port());
-            let mut listeners = BTreeMap::new();
-            listeners.insert("PLAINTEXT".to_string(), format!("127.0.0.1:{port}"));
-            let mut protocols = vec![
-                "PLAINTEXT:PLAINTEXT".to_string(),
-                "CONTROLLER:PLAINTEXT".to_string(),
-            ];
-            for (name, protocol) in &options.listeners {
-                listeners.insert(name.clone(), format!("127.0.0.1:{}", free_port()));
-                protocols.push(format!("{name}:{protocol}"));
-            }
-            let advertised: Vec<String> = listeners
-                .iter()
-                .map(|(name, addr)| format!("{name}://{addr}"))
-                .collect();
-            let mut props: Vec<(String, String)> = BROKER_DEFAULTS
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            props.extend([
-                (
-                    "listeners".into(),
-                    format!("{},CONTROLLER://127.0.0.1:{cport}", advertised.join(",")),
-                ),
-                ("advertised.listeners".into(), advertised.join(",")),
-                ("listener.security.protocol.map".into(), protocols.join(",")),
-                (
-                    "controller.quorum.voters".into(),
-                    format!("1@127.0.0.1:{cport}"),
-                ),
-                ("log.dirs".into(), dir.join("data").display().to_string()),
-            ]);
-            for (k, v) in &options.props {
-                props.retain(|(key, _)| key != k);
-                props.push((k.clone(), v.clone()));
-            }
-            let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-            let server = dir.join("server.properties");
-            std::fs::write(&server, text)
-                .with_context(|| format!("writing {}", server.display()))?;
-            let log4j = dir.join("log4j2.properties");
-            std::fs::write(
-                &log4j,
-                format!(
-                    "rootLogger.level=WARN\nrootLogger.appenderRef.f.ref=F\n\
-                     appender.f.type=File\nappender.f.name=F\nappender.f.fileName={}\n\
-                     appender.f.layout.type=PatternLayout\n\
-                     appender.f.layout.pattern=[%d] %p %m (%c)%n\n",
-                    dir.join("broker.log").display()
-                ),
-            )
-            .with_context(|| format!("writing {}", log4j.display()))?;
-            let mut format = Command::new(&java);
-            format
-                .arg("-cp")
-                .arg(format!("{}/*", kafka_libs.display()))
-                .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
-                .args([
-                    "kafka.tools.StorageTool",
-                    "format",
-                    &format!("--cluster-id={}", cluster_id()),
-                    "-c",
-                ])
-                .arg(&server);
-            for (user, password) in &options.scram_users {
-                for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
-                    format
-                        .arg("--add-scram")
-                        .arg(format!("{mechanism}=[name={user},password={password}]"));
-                }
-            }
-            let format = format.output().with_context(|| {
-                format!(
-                    "running {} (is Java 17+ installed? JAVA_HOME)",
-                    java.display()
-                )
-            })?;
-            if !format.status.success() {
-                bail!(
-                    "kafka-storage format failed for {cluster}: {}{}",
-                    String::from_utf8_lossy(&format.stdout),
-                    String::from_utf8_lossy(&format.stderr)
-                );
-            }
-            let broker = Self {
-                child: Mutex::new(None),
-                bootstrap: format!("127.0.0.1:{port}"),
-                listeners,
-                dir,
-                _temp: temp,
-                name: cluster.to_string(),
-                java: java.clone(),
-                kafka_libs: kafka_libs.clone(),
-                jvm: options.jvm.clone(),
-                stop_grace: options.stop_grace,
-            };
+            let broker = Self::prepare(cluster, options, &Node::single(), attempt)?;
             match broker.run() {
                 Ok(()) => return Ok(broker),
                 Err(log) if log.contains("Address already in use") => {
@@ -390,6 +321,133 @@ impl Broker {
             }
         }
         bail!("Kafka broker {cluster} found no free ports:\n{last}")
+    }
+
+    /// Writes the folder of `node` (named `name`) of a cluster, `server.properties` and the log
+    /// configuration included, and formats its storage; the JVM is not started yet.
+    fn prepare(
+        name: &str,
+        options: &BrokerOptions,
+        node: &Node,
+        attempt: usize,
+    ) -> anyhow::Result<Self> {
+        let java = options.java.clone().unwrap_or_else(java);
+        let kafka_libs = match &options.kafka_libs {
+            Some(libs) => libs.clone(),
+            None => kafka_libs().to_path_buf(),
+        };
+        let (dir, temp) = match &options.parent_dir {
+            Some(parent) => {
+                let dir = parent.join(format!("{name}-{attempt}"));
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                (dir, None)
+            }
+            None => {
+                let temp = tempfile::tempdir().context("creating a temp folder")?;
+                (temp.path().to_path_buf(), Some(temp))
+            }
+        };
+        let mut listeners = BTreeMap::new();
+        listeners.insert("PLAINTEXT".to_string(), format!("127.0.0.1:{}", node.port));
+        let mut protocols = vec![
+            "PLAINTEXT:PLAINTEXT".to_string(),
+            "CONTROLLER:PLAINTEXT".to_string(),
+        ];
+        for (listener, protocol) in &options.listeners {
+            listeners.insert(listener.clone(), format!("127.0.0.1:{}", free_port()));
+            protocols.push(format!("{listener}:{protocol}"));
+        }
+        let advertised: Vec<String> = listeners
+            .iter()
+            .map(|(listener, addr)| format!("{listener}://{addr}"))
+            .collect();
+        let mut props: Vec<(String, String)> = BROKER_DEFAULTS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        props.extend([
+            ("node.id".into(), node.id.to_string()),
+            (
+                "listeners".into(),
+                format!(
+                    "{},CONTROLLER://127.0.0.1:{}",
+                    advertised.join(","),
+                    node.controller_port
+                ),
+            ),
+            ("advertised.listeners".into(), advertised.join(",")),
+            ("listener.security.protocol.map".into(), protocols.join(",")),
+            ("controller.quorum.voters".into(), node.voters.clone()),
+            ("log.dirs".into(), dir.join("data").display().to_string()),
+        ]);
+        for (k, v) in node.props.iter().chain(&options.props) {
+            props.retain(|(key, _)| key != k);
+            props.push((k.clone(), v.clone()));
+        }
+        let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let server = dir.join("server.properties");
+        std::fs::write(&server, text).with_context(|| format!("writing {}", server.display()))?;
+        let log4j = dir.join("log4j2.properties");
+        std::fs::write(
+            &log4j,
+            format!(
+                "rootLogger.level=WARN\nrootLogger.appenderRef.f.ref=F\n\
+                 appender.f.type=File\nappender.f.name=F\nappender.f.fileName={}\n\
+                 appender.f.layout.type=PatternLayout\n\
+                 appender.f.layout.pattern=[%d] %p %m (%c)%n\n",
+                dir.join("broker.log").display()
+            ),
+        )
+        .with_context(|| format!("writing {}", log4j.display()))?;
+        let mut format = Command::new(&java);
+        format
+            .arg("-cp")
+            .arg(format!("{}/*", kafka_libs.display()))
+            .args(["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"])
+            .args([
+                "kafka.tools.StorageTool",
+                "format",
+                &format!("--cluster-id={}", node.cluster_id),
+                "-c",
+            ])
+            .arg(&server);
+        for (user, password) in &options.scram_users {
+            for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+                format
+                    .arg("--add-scram")
+                    .arg(format!("{mechanism}=[name={user},password={password}]"));
+            }
+        }
+        let format = format.output().with_context(|| {
+            format!(
+                "running {} (is Java 17+ installed? JAVA_HOME)",
+                java.display()
+            )
+        })?;
+        if !format.status.success() {
+            bail!(
+                "kafka-storage format failed for {name}: {}{}",
+                String::from_utf8_lossy(&format.stdout),
+                String::from_utf8_lossy(&format.stderr)
+            );
+        }
+        Ok(Self {
+            child: Mutex::new(None),
+            bootstrap: node
+                .bootstrap
+                .clone()
+                .unwrap_or_else(|| format!("127.0.0.1:{}", node.port)),
+            listeners,
+            dir,
+            _temp: temp,
+            name: name.to_string(),
+            node_id: node.id,
+            java,
+            kafka_libs,
+            jvm: options.jvm.clone(),
+            stop_grace: options.stop_grace,
+        })
     }
 
     /// The `host:port` of listener `name`.
@@ -418,6 +476,12 @@ impl Broker {
     /// Starts the JVM on this broker's folder and waits until it serves metadata; on failure
     /// returns its log.
     fn run(&self) -> Result<(), String> {
+        self.spawn()?;
+        self.wait_serving()
+    }
+
+    /// Starts the JVM on this broker's folder; on failure says why.
+    pub(crate) fn spawn(&self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -444,6 +508,13 @@ impl Broker {
             )
         })?;
         *self.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the started JVM serves metadata on its own listener (at most [`DEADLINE`]);
+    /// on failure returns its log.
+    pub(crate) fn wait_serving(&self) -> Result<(), String> {
+        let own = self.listener("PLAINTEXT");
         let deadline = Instant::now() + DEADLINE;
         loop {
             if let Some(status) = self.exited() {
@@ -452,7 +523,7 @@ impl Broker {
             // A new client each round: one client's reconnect backoff grows to 10 s while the
             // JVM starts, which would add seconds to every broker start.
             let probe: BaseConsumer = ClientConfig::new()
-                .set("bootstrap.servers", &self.bootstrap)
+                .set("bootstrap.servers", own)
                 .create()
                 .map_err(|e| format!("metadata probe: {e}"))?;
             let ready = probe

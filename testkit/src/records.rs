@@ -157,16 +157,23 @@ pub fn assert_mirrored_in_order(want: &[Vec<TestRecord>], got: &[Vec<TestRecord>
 }
 
 /// Records produced to a topic continuously from a thread of their own (values `r<n>`, round
-/// robin over the partitions, about 200 a second) until [`Producing::finish`]; librdkafka holds
-/// them while the broker is away and sends them when it is back.
+/// robin over the partitions, about 200 a second unless [`Producing::at`] says more) until
+/// [`Producing::finish`]; librdkafka holds them while the broker is away and sends them when it
+/// is back.
 pub struct Producing {
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<u64>>,
 }
 
 impl Producing {
-    /// Starts producing to `topic` on `broker`.
+    /// Starts producing to `topic` on `broker`, one record every 5 ms.
     pub fn start(broker: &Broker, topic: &str, partitions: i32) -> Self {
+        Self::at(broker, topic, partitions, 1)
+    }
+
+    /// Starts producing to `topic` on `broker`, `per_tick` records every 5 ms (about
+    /// 200 × `per_tick` a second).
+    pub fn at(broker: &Broker, topic: &str, partitions: i32, per_tick: u64) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let producer: BaseProducer = ClientConfig::new()
             .set("bootstrap.servers", &broker.bootstrap)
@@ -180,14 +187,16 @@ impl Producing {
         let handle = std::thread::spawn(move || {
             let mut n = 0u64;
             while !flag.load(Ordering::Relaxed) {
-                let value = format!("r{n}");
-                let key = format!("k{n}");
-                let record = BaseRecord::to(&topic)
-                    .partition((n % partitions as u64) as i32)
-                    .key(&key)
-                    .payload(&value);
-                if producer.send(record).is_ok() {
-                    n += 1;
+                for _ in 0..per_tick {
+                    let value = format!("r{n}");
+                    let key = format!("k{n}");
+                    let record = BaseRecord::to(&topic)
+                        .partition((n % partitions as u64) as i32)
+                        .key(&key)
+                        .payload(&value);
+                    if producer.send(record).is_ok() {
+                        n += 1;
+                    }
                 }
                 producer.poll(Duration::ZERO);
                 std::thread::sleep(Duration::from_millis(5));

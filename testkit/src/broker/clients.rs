@@ -20,6 +20,10 @@ use crate::wait::{unique, wait_or_explain, wait_until, DEADLINE};
 
 use super::Broker;
 
+/// The replication factor of the topics tests create: the cluster's `default.replication.factor`
+/// (1 on a single broker, 3 on a [`Cluster3`](super::Cluster3)).
+const REPLICATION: TopicReplication<'static> = TopicReplication::Fixed(-1);
+
 impl Broker {
     /// A consumer with no group, for metadata and reads.
     pub fn consumer(&self) -> BaseConsumer {
@@ -38,7 +42,7 @@ impl Broker {
 
     /// Creates a topic with topic configs.
     pub fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
-        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let mut topic = NewTopic::new(name, partitions, REPLICATION);
         for (k, v) in configs {
             topic = topic.set(k, v);
         }
@@ -56,7 +60,7 @@ impl Broker {
     pub fn create_topics(&self, names: &[String]) {
         let new: Vec<NewTopic<'_>> = names
             .iter()
-            .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+            .map(|n| NewTopic::new(n, 1, REPLICATION))
             .collect();
         let res = futures_executor::block_on(
             self.admin().create_topics(new.iter(), &AdminOptions::new()),
@@ -152,7 +156,7 @@ impl Broker {
     pub fn recreate_topic(&self, name: &str, partitions: i32) {
         self.delete_topic(name);
         let admin = self.admin();
-        let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let topic = NewTopic::new(name, partitions, REPLICATION);
         let last = std::cell::RefCell::new(String::new());
         wait_or_explain(
             &format!("{name} to be created again on {}", self.name),

@@ -13,16 +13,18 @@
 //! Offset syncs on the source cluster are written only once the transaction they describe has
 //! committed; the source consumer group is committed after it too, for lag tools only.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Offset;
 use tracing::{debug, info, warn};
 
+use refract_config::ClientRole;
 use refract_kafka::clients::{ensure_topic, list_topics, REQUEST_TIMEOUT};
 use refract_mm2::connect_offsets::{key_partition, position_key, position_value};
 
@@ -65,6 +67,9 @@ pub(super) struct Transactions {
     partitions: i32,
     /// Per slot, the source position (next offset) last written in a transaction.
     written: HashMap<usize, i64>,
+    /// How long a running flow's commit waits without an acknowledgement: as long as the
+    /// producer itself retries a record ([`delivery_timeout`]).
+    ack_stall: Duration,
 }
 
 /// Whether a transactional error means the producer was fenced or is otherwise unusable.
@@ -89,6 +94,61 @@ const TRANSACTION_LIFETIME: Duration = Duration::from_secs(50);
 
 /// How often a commit's wait for acknowledgements looks at its progress.
 const ACK_SLICE: Duration = Duration::from_millis(250);
+
+/// librdkafka's default `transaction.timeout.ms`.
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long the producer configured by `settings` (the target's producer settings) retries a
+/// record before it fails it: its `message.timeout.ms` (alias `delivery.timeout.ms`), which a
+/// transactional producer caps at its `transaction.timeout.ms` (librdkafka's rule; 60 s by
+/// default). A commit waits that long without an acknowledgement: records the producer still
+/// retries can still land, and giving up sooner only aborts the transaction and sends them
+/// again. The former bound of 10 s failed the transactions a leader election carries: when a
+/// broker dies, Kafka moves its partitions' leaders only once the controller misses its
+/// heartbeats (`broker.session.timeout.ms`, 9 s), and no acknowledgement comes for those
+/// partitions meanwhile (a commit failed so on a three-node cluster after a kill -9).
+fn delivery_timeout(settings: &BTreeMap<String, String>) -> Duration {
+    let ms = |key: &str| {
+        settings
+            .get(key)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_millis)
+    };
+    let transaction = ms("transaction.timeout.ms").unwrap_or(TRANSACTION_TIMEOUT);
+    ms("message.timeout.ms")
+        .or_else(|| ms("delivery.timeout.ms"))
+        .filter(|d| !d.is_zero())
+        .map_or(transaction, |d| d.min(transaction))
+}
+
+/// Longest a flow's start waits for its offsets topic to show in the target's metadata. On a
+/// cluster of several brokers the one answering a metadata request learns of a topic the
+/// controller just created a moment later: right after refract created the topic on a
+/// three-node cluster, the target said it had no such topic.
+const POSITIONS_VISIBLE: Duration = Duration::from_secs(30);
+
+/// The partitions of offsets topic `topic` as the target's metadata (`meta`) shows them,
+/// asking again (quietly, at most [`POSITIONS_VISIBLE`]) while it shows no such topic.
+fn positions_partitions(meta: &BaseConsumer, topic: &str) -> Result<i32> {
+    let deadline = Instant::now() + POSITIONS_VISIBLE;
+    loop {
+        let listed = list_topics(meta).map(|topics| {
+            topics
+                .into_iter()
+                .find_map(|(t, n)| (t == topic && n > 0).then_some(n))
+        });
+        match listed {
+            Ok(Some(partitions)) => return Ok(partitions),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Ok(None) if Instant::now() >= deadline => {
+                anyhow::bail!("{topic} has no partitions (not shown for {POSITIONS_VISIBLE:?})")
+            }
+            Ok(None) => debug!("{topic} is not in the metadata yet; asking again"),
+            Err(e) => debug!("listing topics for {topic}: {e:#}; asking again"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
 
 /// A commit's wait for the acknowledgement of its records: it goes on while they come.
 #[derive(Debug)]
@@ -184,11 +244,8 @@ impl Transactions {
         {
             info!(flow = %name, "created {topic} on {target} for the flow's source positions");
         }
-        let partitions = list_topics(&clients.target_meta)
-            .with_context(|| format!("flow {name}: listing topics on {target}"))?
-            .into_iter()
-            .find_map(|(t, n)| (t == *topic).then_some(n))
-            .with_context(|| format!("flow {name}: {topic} on {target} has no partitions"))?;
+        let partitions = positions_partitions(&clients.target_meta, topic)
+            .with_context(|| format!("flow {name}: the offsets topic on {target}"))?;
         clients
             .producer
             .begin_transaction()
@@ -200,6 +257,7 @@ impl Transactions {
             due: Instant::now() + flow.delivery.transaction_interval,
             partitions,
             written: HashMap::new(),
+            ack_stall: delivery_timeout(&runner.target.client_config(ClientRole::Producer)),
         })
     }
 
@@ -269,20 +327,26 @@ impl Run<'_> {
     /// An error leaves the transaction to be aborted by the caller ([`abort_transaction`]); a
     /// [`Fenced`] error stops the flow. At-least-once, there is nothing to commit.
     ///
-    /// The wait for acknowledgements fails when none came for `stall`, or at the transaction's
-    /// end of life ([`TRANSACTION_LIFETIME`] after it began), or, when the run stops, after
-    /// `stall` in all: a transaction of more records than the target acknowledges in one
-    /// request timeout (a backlog spread over thousands of partitions) still commits while
-    /// acknowledgements keep coming, instead of failing and being read again forever.
+    /// The wait for acknowledgements fails when none came for `stall` (while the run goes on,
+    /// at least as long as the producer retries a record: [`delivery_timeout`]), or at the
+    /// transaction's end of life ([`TRANSACTION_LIFETIME`] after it began), or, when the run
+    /// stops, after `stall` in all: a transaction of more records than the target acknowledges
+    /// in one request timeout (a backlog spread over thousands of partitions) still commits
+    /// while acknowledgements keep coming, instead of failing and being read again forever, and
+    /// one whose partitions change leaders commits once the new leaders acknowledge.
     pub(super) fn commit_transaction(&mut self, stall: Duration, then: AfterCommit) -> Result<()> {
         let Delivery::ExactlyOnce(txn) = &self.delivery else {
             return Ok(());
         };
         let (began, partitions) = (txn.began, txn.partitions);
         let mut deadline = began + TRANSACTION_LIFETIME;
-        if then == AfterCommit::Stop {
-            deadline = deadline.min(Instant::now() + stall);
-        }
+        let stall = match then {
+            AfterCommit::BeginNext => stall.max(txn.ack_stall),
+            AfterCommit::Stop => {
+                deadline = deadline.min(Instant::now() + stall);
+                stall
+            }
+        };
         let left = || deadline.saturating_duration_since(Instant::now());
         self.emit_internals(Syncs::All);
         self.acknowledged(stall, deadline)?;
@@ -477,5 +541,39 @@ mod tests {
             );
         }
         assert_eq!(wait.observe(at(50_000), 40_000), AckVerdict::Expired);
+    }
+
+    #[test]
+    fn a_commit_waits_for_acknowledgements_as_long_as_the_producer_retries() {
+        let settings = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let s = Duration::from_secs;
+        let cases: &[(&[(&str, &str)], Duration)] = &[
+            // librdkafka's defaults: message.timeout.ms follows transaction.timeout.ms.
+            (&[], s(60)),
+            (&[("transaction.timeout.ms", "90000")], s(90)),
+            (&[("message.timeout.ms", "30000")], s(30)),
+            (&[("delivery.timeout.ms", "45000")], s(45)),
+            // Capped by the transaction timeout; 0 (no limit) is the transaction's.
+            (&[("message.timeout.ms", "300000")], s(60)),
+            (
+                &[
+                    ("message.timeout.ms", "0"),
+                    ("transaction.timeout.ms", "20000"),
+                ],
+                s(20),
+            ),
+            (&[("message.timeout.ms", "soon")], s(60)),
+        ];
+        for (pairs, want) in cases {
+            assert_eq!(delivery_timeout(&settings(pairs)), *want, "{pairs:?}");
+        }
+        // Longer than Kafka takes to move a dead broker's leaders (its 9 s session timeout and
+        // the election), which the former 10 s bound was not, by much.
+        assert!(delivery_timeout(&settings(&[])) >= s(30));
     }
 }
