@@ -7,7 +7,7 @@
 //! ERROR. The longest pause each fault causes is printed per flow.
 //!
 //! One test on one pair of clusters started for it: six JVMs are as much as the suite's 2-core
-//! machine takes beside the build. It took 5–6 minutes there, most of it Kafka starting nodes
+//! machine takes beside the build. It took 4½–6 minutes there, most of it Kafka starting nodes
 //! again and their replicas catching up (20–40 s a node, eight times).
 //! `log_levels_are_read_without_colours` holds the ERROR check to refract's coloured log (a
 //! check that read the level as the second word of the raw line found none, ERROR or not).
@@ -277,6 +277,11 @@ fn both_deliveries_survive_leader_kills_and_rolling_restarts_of_three_node_clust
         );
         pauses.push((what, p));
     };
+
+    // Where the at-least-once flow commits its source positions (for the record).
+    let group_node = a.group_coordinator("refract-a-b");
+    assert!((1..=3).contains(&group_node), "{group_node}");
+    println!("refract-a-b's group coordinator: a3 node {group_node}");
 
     // The leader of a source partition killed, then restarted.
     let leader = a.leader(&alo, 0);
