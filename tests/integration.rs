@@ -24,5 +24,6 @@ mod mm2_interop;
 mod plugin_cli;
 mod processors;
 mod scaffolds;
+mod schemas;
 mod security;
 mod verify;

@@ -274,12 +274,20 @@ pub struct TopicPlan {
     pub skipped: Vec<(String, Skip)>,
     /// The remote topics of `routes`.
     remotes: HashSet<String>,
+    /// The source topics of `routes` that are heartbeats topics (per the policy).
+    heartbeats: HashSet<String>,
 }
 
 impl TopicPlan {
     /// Whether `topic` is the remote topic of one of the routes.
     pub fn is_remote(&self, topic: &str) -> bool {
         self.remotes.contains(topic)
+    }
+
+    /// Whether source topic `topic` is a heartbeats topic the flow mirrors: its records are
+    /// MirrorMaker 2's, never framed for a schema registry.
+    pub fn is_heartbeats(&self, topic: &str) -> bool {
+        self.heartbeats.contains(topic)
     }
 }
 
@@ -392,6 +400,9 @@ impl TopicPlanner {
             }
             owner.insert(remote_topic.clone(), source_topic.clone());
             plan.remotes.insert(remote_topic.clone());
+            if heartbeats {
+                plan.heartbeats.insert(source_topic.clone());
+            }
             plan.routes.push(Route {
                 source_topic,
                 remote_topic,

@@ -72,7 +72,8 @@ pub struct RegistryClient {
     shown: String,
     agent: ureq::Agent,
     authorization: Option<String>,
-    /// Until when requests fail fast, and with what.
+    /// The last failure while no request succeeded since: until when requests fail fast, and
+    /// why.
     down: Mutex<Option<(Instant, String)>>,
 }
 
@@ -151,8 +152,14 @@ impl RegistryClient {
         &self.shown
     }
 
-    /// Why requests fail fast now, if they do.
+    /// Why the last request failed, while no later one succeeded.
     pub fn down(&self) -> Option<String> {
+        let down = self.down.lock().unwrap_or_else(|e| e.into_inner());
+        down.as_ref().map(|(_, why)| why.clone())
+    }
+
+    /// Why requests fail at once now (for [`FAIL_FAST`] after a failure), if they do.
+    fn failing_fast(&self) -> Option<String> {
         let down = self.down.lock().unwrap_or_else(|e| e.into_inner());
         down.as_ref()
             .filter(|(until, _)| Instant::now() < *until)
@@ -279,7 +286,7 @@ impl RegistryClient {
 
     /// One request; the answer's JSON.
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, RegistryError> {
-        if let Some(why) = self.down() {
+        if let Some(why) = self.failing_fast() {
             return Err(RegistryError::Unavailable(why));
         }
         let mut request = self
@@ -306,6 +313,7 @@ impl RegistryClient {
         };
         let error = match result {
             Ok(response) => {
+                *self.down.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 let text = response.into_string().map_err(|e| {
                     RegistryError::Unavailable(format!("{}: reading the answer: {e}", prefix()))
                 })?;
@@ -317,8 +325,18 @@ impl RegistryClient {
                 let text = response.into_string().unwrap_or_default();
                 let message = registry_message(&text);
                 let m = format!("{}: HTTP {status}{message}", prefix());
+                // A registry's own 404 carries its error code (40401 subject, 40402 version,
+                // 40403 schema); one without is a URL that is not the registry's API, which
+                // must not make every record's id "unknown".
+                let coded = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("error_code").and_then(Value::as_i64))
+                    .is_some_and(|code| (40400..40500).contains(&code));
                 match status {
-                    404 => return Err(RegistryError::NotFound(m)),
+                    404 if coded => return Err(RegistryError::NotFound(m)),
+                    404 => RegistryError::Unavailable(format!(
+                        "{m} (an answer without a schema-registry error code: is the URL the registry API's base, e.g. .../apis/ccompat/v7 for Apicurio?)"
+                    )),
                     409 | 422 | 400 => return Err(RegistryError::Refused(m)),
                     _ => RegistryError::Unavailable(m),
                 }
@@ -410,7 +428,7 @@ pub fn clean(text: &str) -> String {
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     if text.chars().count() > TEXT_CAP {
-        out.push('…');
+        out.push_str("...");
     }
     out
 }
@@ -461,6 +479,6 @@ mod tests {
             ": incompatible?schema (error 409)"
         );
         let long = "x".repeat(1000);
-        assert_eq!(clean(&long).chars().count(), TEXT_CAP + 1);
+        assert_eq!(clean(&long).chars().count(), TEXT_CAP + 3);
     }
 }

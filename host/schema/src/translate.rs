@@ -117,6 +117,8 @@ pub struct Translator {
     /// since the subject sync last looked.
     topics: Mutex<(BTreeSet<(String, String)>, bool)>,
     new_topics: Condvar,
+    /// Source (subject, version) the subject sync copied, and the target subject it went to.
+    synced: Mutex<HashSet<(String, i64, String)>>,
 }
 
 /// What `/status` shows of a flow's translation.
@@ -155,6 +157,7 @@ impl Translator {
             stats: Mutex::new(Stats::default()),
             topics: Mutex::new((BTreeSet::new(), false)),
             new_topics: Condvar::new(),
+            synced: Mutex::new(HashSet::new()),
         }
     }
 
@@ -487,6 +490,15 @@ impl Translator {
                 }
                 let target_subject = format!("{remote}-{}", field.as_str());
                 for v in versions {
+                    let done = (subject.clone(), v, target_subject.clone());
+                    if self
+                        .synced
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains(&done)
+                    {
+                        continue;
+                    }
                     let (id, schema) = match self.source.version(&subject, v) {
                         Ok(found) => found,
                         Err(RegistryError::NotFound(_)) => continue, // deleted meanwhile
@@ -497,6 +509,10 @@ impl Translator {
                     };
                     match self.register(&target_subject, &schema, 0, &mut HashSet::new()) {
                         Ok((target, _)) => {
+                            self.synced
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(done);
                             self.ids
                                 .write()
                                 .unwrap_or_else(|e| e.into_inner())

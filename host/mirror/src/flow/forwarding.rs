@@ -294,6 +294,8 @@ impl Run<'_> {
                 .run(topic, partition, items, &mut target)
                 .map_err(anyhow::Error::new)?;
             let held = match &runner.schemas {
+                // Heartbeats are MirrorMaker 2's records: their keys start with byte 0 too.
+                Some(_) if self.plan.is_heartbeats(topic) => None,
                 Some(t) => self
                     .translate_outputs(t, topic, partition, &mut out)
                     .map_err(anyhow::Error::new)?,

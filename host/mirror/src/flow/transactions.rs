@@ -455,11 +455,13 @@ impl Run<'_> {
             return Err(self.runner.fenced().into());
         }
         let progress = lock(&self.progress);
-        if let Some((i, f)) = progress
-            .iter()
-            .enumerate()
-            .find_map(|(i, p)| p.failure().map(|f| (i, f)))
-        {
+        // A record held for a schema registry was never sent: its partition is paused and
+        // rewound to it (see `schemas`), and what the transaction holds before it may commit.
+        if let Some((i, f)) = progress.iter().enumerate().find_map(|(i, p)| {
+            p.failure()
+                .filter(|f| f.reason != crate::degraded::Reason::SchemaRegistry)
+                .map(|f| (i, f))
+        }) {
             match self.slots.slots.get(i) {
                 Some(slot) => anyhow::bail!(
                     "a record of the transaction failed: {}[{}] offset {} to {}: {}",

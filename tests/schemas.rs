@@ -1,0 +1,500 @@
+//! Schema-id translation (`schemas = "translate"`) between two real Apicurio registries whose
+//! ids differ, on real Kafka: keys and values, versions, a version registered mid-run, a
+//! referenced Protobuf schema with message indexes, unframed records, an unknown id, subjects
+//! without traffic, a source registry killed and restarted mid-stream, and exactly-once.
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+const ORDER_V1: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"}]}"#;
+const ORDER_V2: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"},{"name":"qty","type":"int","default":1}]}"#;
+const ORDER_V3: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"},{"name":"qty","type":"int","default":1},{"name":"note","type":"string","default":""}]}"#;
+const KEY: &str = r#""string""#;
+const MONEY_PROTO: &str = "syntax = \"proto3\";\npackage acme;\nmessage Money { string currency = 1; int64 units = 2; }\n";
+const PAYMENT_PROTO: &str = "syntax = \"proto3\";\npackage acme;\nimport \"acme/money.proto\";\nmessage Header { string id = 1; }\nmessage Payment { string id = 1; acme.Money amount = 2; }\n";
+
+/// The registries shared by this module's tests: `a`'s and `b`'s. `b` holds a few schemas of
+/// its own first, so the same schema has another id there.
+fn registries() -> &'static (Registry, Registry) {
+    static SHARED: OnceLock<(Registry, Registry)> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let a = Registry::start();
+        let b = Registry::start();
+        for i in 0..5 {
+            b.register(
+                &format!("unrelated-{i}"),
+                &format!(
+                    "{{\"type\":\"fixed\",\"name\":\"F{i}\",\"size\":{}}}",
+                    i + 1
+                ),
+                "AVRO",
+                &[],
+            );
+        }
+        (a, b)
+    })
+}
+
+/// A framed record: magic byte, schema id, then `payload`.
+fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An Avro string (zig-zag varint length, then the bytes; short strings only).
+fn avro_string(s: &str) -> Vec<u8> {
+    assert!(s.len() < 64);
+    let mut out = vec![(s.len() as u8) << 1];
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+/// The schema id of framed bytes.
+fn id_of(bytes: &[u8]) -> u32 {
+    assert_eq!(bytes[0], 0, "not framed: {bytes:?}");
+    u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]])
+}
+
+fn record(i: usize, key: Option<Vec<u8>>, value: Option<Vec<u8>>) -> TestRecord {
+    TestRecord {
+        partition: 0,
+        key,
+        value,
+        headers: Vec::new(),
+        timestamp: 1_700_000_000_000 + i as i64,
+    }
+}
+
+/// Clusters `a` and `target` (broker `b`) with their registries, and `flows`. Flows towards
+/// `b` that run at once under exactly-once need target aliases of their own: the alias names
+/// the transactional id (`refract-a-<target>`), and two processes with one id fence each other.
+fn pipeline_with_registries(
+    target: &str,
+    a_registry: &str,
+    b_registry: &str,
+    flows: &str,
+) -> String {
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}\n[clusters.a.schema_registry]\nurl = \"{a_registry}\"\ntimeout = \"2s\"\n[clusters.{target}.schema_registry]\nurl = \"{b_registry}\"\ntimeout = \"2s\"\n",
+        pipeline(&[("a", a), (target, b)], flows)
+    )
+}
+
+/// Checks a mirrored field: the same bytes after the id, and an id whose schema on `target`
+/// is the one `source_id` names on `source`.
+fn assert_translated(source: &Registry, target: &Registry, from: &[u8], to: &[u8]) {
+    assert_eq!(from[5..], to[5..], "payload bytes changed");
+    let (source_id, target_id) = (id_of(from), id_of(to));
+    let want = source.schema_by_id(source_id).expect("source schema");
+    let got = target.schema_by_id(target_id).unwrap_or_else(|| {
+        panic!("target id {target_id} (source {source_id}) is unknown to the target registry")
+    });
+    assert_eq!(got, want, "target id {target_id} names another schema");
+}
+
+fn status_schemas(refract: &Refract) -> Value {
+    let (_, body) = http(&refract.metrics_addr(), "GET", "/status");
+    let status: Value = serde_json::from_str(&body).expect("status JSON");
+    status["flows"][0]["schemas"].clone()
+}
+
+#[test]
+fn framed_keys_and_values_get_the_target_registry_ids() {
+    let (ra, rb) = registries();
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("orders");
+    let payments = unique("payments");
+    let quiet = unique("quiet");
+    let dlq = unique("dlq");
+    for t in [&topic, &payments, &quiet] {
+        a.create_topic(t, 1);
+    }
+    let key_id = ra.register(&format!("{topic}-key"), KEY, "AVRO", &[]);
+    let v1 = ra.register(&format!("{topic}-value"), ORDER_V1, "AVRO", &[]);
+    let v2 = ra.register(&format!("{topic}-value"), ORDER_V2, "AVRO", &[]);
+    let money_subject = unique("acme-money");
+    let money = ra.register(&money_subject, MONEY_PROTO, "PROTOBUF", &[]);
+    let payment = ra.register(
+        &format!("{payments}-value"),
+        PAYMENT_PROTO,
+        "PROTOBUF",
+        &[("acme/money.proto", &money_subject, 1)],
+    );
+    // A subject with no traffic, and a compatibility level of its own.
+    ra.register(&format!("{quiet}-value"), ORDER_V1, "AVRO", &[]);
+    ra.register(&format!("{quiet}-value"), ORDER_V2, "AVRO", &[]);
+    ra.set_compatibility(&format!("{quiet}-value"), "BACKWARD");
+    assert!(money > 0 && payment > 0);
+
+    let mut orders: Vec<TestRecord> = Vec::new();
+    for i in 0..20 {
+        let value = framed(
+            if i % 2 == 0 { v1 } else { v2 },
+            &avro_string(&format!("o{i}")),
+        );
+        orders.push(record(
+            i,
+            Some(framed(key_id, &avro_string(&format!("k{i}")))),
+            Some(value),
+        ));
+    }
+    // Unframed records pass as they are: JSON text, a tombstone, 4 bytes starting with 0.
+    orders.push(record(
+        20,
+        Some(b"plain".to_vec()),
+        Some(b"{\"json\":true}".to_vec()),
+    ));
+    orders.push(record(21, Some(framed(key_id, &avro_string("gone"))), None));
+    orders.push(record(22, None, Some(vec![0, 0, 0, 1])));
+    a.produce(&topic, &orders);
+    // Protobuf: message indexes [1] (the second message, Payment) before the payload.
+    let proto_payload = [2u8, 2, 0x0a, 2, b'p', b'1'];
+    let pays: Vec<TestRecord> = (0..5)
+        .map(|i| record(i, None, Some(framed(payment, &proto_payload))))
+        .collect();
+    a.produce(&payments, &pays);
+
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{topic}\", \"{payments}\", \"{quiet}\"]\nschemas = \"translate\"\nschema_on_error = \"dead-letter\"\ndead_letter_topic = \"{dlq}\"\n"),
+    );
+    let mut refract = Refract::start(
+        &pipeline_with_registries("b", &ra.url(), &rb.url(), &flows),
+        &[],
+    );
+    let (remote, remote_payments) = (format!("a.{topic}"), format!("a.{payments}"));
+    refract.wait("the orders and payments on b", || {
+        b.counts(&remote).iter().sum::<i64>() == orders.len() as i64
+            && b.counts(&remote_payments).iter().sum::<i64>() == 5
+    });
+    let mirrored = b.read_all(&remote).remove(0);
+    for (from, to) in orders.iter().zip(&mirrored) {
+        match (&from.value, &to.value) {
+            (Some(f), Some(t)) if f.len() >= 5 && f[0] == 0 => assert_translated(ra, rb, f, t),
+            (f, t) => assert_eq!(f, t, "an unframed value changed"),
+        }
+        match (&from.key, &to.key) {
+            (Some(f), Some(t)) if f.len() >= 5 && f[0] == 0 => assert_translated(ra, rb, f, t),
+            (f, t) => assert_eq!(f, t, "an unframed key changed"),
+        }
+    }
+    // The ids differ (b held other schemas first), and the subjects follow the remote topic.
+    assert_ne!(id_of(mirrored[0].value.as_deref().unwrap()), v1);
+    assert_eq!(rb.versions(&format!("{remote}-value")).len(), 2);
+    assert_eq!(rb.versions(&format!("{remote}-key")).len(), 1);
+    for (from, to) in pays.iter().zip(&b.read_all(&remote_payments).remove(0)) {
+        let t = to.value.as_deref().unwrap();
+        assert_translated(ra, rb, from.value.as_deref().unwrap(), t);
+        // The reference points at the referenced schema as the target registered it.
+        let refs = rb.references(id_of(t));
+        assert_eq!(refs.len(), 1, "{refs:?}");
+        assert_eq!(refs[0].0, "acme/money.proto");
+        assert_eq!(refs[0].1, money_subject);
+        assert_eq!(rb.versions(&money_subject), vec![refs[0].2]);
+    }
+
+    // The subject without traffic is copied with its versions and level.
+    let quiet_subject = format!("a.{quiet}-value");
+    refract.wait("the quiet subject on b", || {
+        rb.versions(&quiet_subject).len() == 2
+    });
+    refract.wait("its compatibility level", || {
+        rb.compatibility(&quiet_subject).as_deref() == Some("BACKWARD")
+    });
+
+    // A version registered mid-run is picked up when its first record arrives; an id the
+    // source registry does not know is dead-lettered, naming it, and the rest goes on.
+    let v3 = ra.register(&format!("{topic}-value"), ORDER_V3, "AVRO", &[]);
+    let late = vec![
+        record(30, None, Some(framed(v3, &avro_string("late")))),
+        record(31, None, Some(framed(987_654, &avro_string("bad")))),
+        record(32, None, Some(framed(v1, &avro_string("after")))),
+    ];
+    a.produce(&topic, &late);
+    let total = orders.len() as i64 + 2;
+    refract.wait("the late records on b", || {
+        b.counts(&remote).iter().sum::<i64>() == total
+    });
+    let mirrored = b.read_all(&remote).remove(0);
+    let tail = &mirrored[orders.len()..];
+    assert_translated(
+        ra,
+        rb,
+        late[0].value.as_deref().unwrap(),
+        tail[0].value.as_deref().unwrap(),
+    );
+    assert_translated(
+        ra,
+        rb,
+        late[2].value.as_deref().unwrap(),
+        tail[1].value.as_deref().unwrap(),
+    );
+    refract.wait("the dead letter", || {
+        b.counts(&dlq).iter().sum::<i64>() == 1
+    });
+    let dead = b.read_all(&dlq).remove(0).remove(0);
+    assert_eq!(
+        dead.value, late[1].value,
+        "a dead letter keeps the bytes it was read with"
+    );
+    let header = |name: &str| {
+        dead.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.clone())
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(header("refract.error.plugin"), "schema-translation");
+    assert!(
+        header("refract.error.message").contains("987654"),
+        "{}",
+        header("refract.error.message")
+    );
+
+    // Visible: the series and /status.
+    let (_, metrics) = http(&refract.metrics_addr(), "GET", "/metrics");
+    let flow_label = [("flow", "a->b")];
+    let translated =
+        series(&metrics, "refract_schema_translations_total", &flow_label).unwrap_or(0.0);
+    // 20 keys + 20 values + 1 tombstone's key + 5 payments + 2 late values.
+    assert!(translated >= 48.0, "{translated} translations");
+    let schemas = status_schemas(&refract);
+    assert_eq!(schemas["source_registry"], ra.url());
+    assert!(
+        schemas["registered"].as_u64().unwrap_or(0) >= 5,
+        "{schemas}"
+    );
+    assert_eq!(refract.stop(), Some(0));
+}
+
+#[test]
+fn a_source_registry_outage_holds_records_and_loses_none() {
+    registry_outage("at-least-once");
+}
+
+#[test]
+fn a_source_registry_outage_under_exactly_once() {
+    registry_outage("exactly-once");
+}
+
+/// Kills the source registry while records with a schema id refract has not seen yet arrive:
+/// they wait (their partitions degraded, /health not ok), none leaves untranslated, and once
+/// the registry is back every record is on the target, in order, once.
+fn registry_outage(delivery: &str) {
+    let target = if delivery == "exactly-once" {
+        "outage"
+    } else {
+        "b"
+    };
+    let rb = &registries().1;
+    // A registry of its own: this test kills it.
+    let ra = Registry::start();
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("outage");
+    a.create_topic(&topic, 2);
+    let subject = format!("{topic}-value");
+    let first = ra.register(&subject, ORDER_V1, "AVRO", &[]);
+    let flows = flow(
+        "a",
+        target,
+        &format!("topics = [\"{topic}\"]\nschemas = \"translate\"\nschema_fields = [\"value\"]\ndelivery = \"{delivery}\"\nmm2_offsets_topic = \"{}\"\n", unique("offsets")),
+    );
+    let mut refract = Refract::start(
+        &pipeline_with_registries(target, &ra.url(), &rb.url(), &flows),
+        &[],
+    );
+    let remote = format!("a.{topic}");
+    let batch = |from: usize, id: u32| -> Vec<TestRecord> {
+        (from..from + 10)
+            .map(|i| TestRecord {
+                partition: (i % 2) as i32,
+                ..record(
+                    i,
+                    Some(format!("k{i}").into_bytes()),
+                    Some(framed(id, &avro_string(&format!("v{i}")))),
+                )
+            })
+            .collect()
+    };
+    let before = batch(0, first);
+    a.produce(&topic, &before);
+    refract.wait("the first records on b", || {
+        b.read_isolated(&remote, "read_committed")
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>()
+            == 10
+    });
+    // The start's subject sync is done: the next version is known to refract only from its
+    // records.
+    refract.wait("the start's subject sync", || {
+        status_schemas(&refract)["synced_subjects"].as_u64() == Some(1)
+    });
+    let second = ra.register(&subject, ORDER_V2, "AVRO", &[]);
+
+    // Down: records with an id not seen yet wait, their partitions degraded.
+    ra.kill();
+    let during = batch(10, second);
+    a.produce(&topic, &during);
+    let addr = refract.metrics_addr();
+    refract.wait("a partition degraded for the schema registry", || {
+        let (_, body) = http(&addr, "GET", "/status");
+        body.contains("schema_registry")
+    });
+    let (code, health) = http(&addr, "GET", "/health");
+    assert_ne!(
+        code, 200,
+        "healthy while records wait for the registry: {health}"
+    );
+    assert_eq!(
+        b.read_isolated(&remote, "read_uncommitted")
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>(),
+        10,
+        "a record left untranslated"
+    );
+
+    // Back, with what it held (its storage survives a kill, as a production registry's does).
+    ra.restart();
+    assert_eq!(ra.register(&subject, ORDER_V2, "AVRO", &[]), second);
+    refract.wait("every record on b", || {
+        b.read_isolated(&remote, "read_committed")
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>()
+            == 20
+    });
+    let all: Vec<TestRecord> = before.iter().chain(&during).cloned().collect();
+    let mirrored = b.read_isolated(&remote, "read_committed");
+    for p in 0..2 {
+        let sent: Vec<&TestRecord> = all.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(mirrored[p as usize].len(), sent.len(), "partition {p}");
+        for (from, to) in sent.iter().zip(&mirrored[p as usize]) {
+            assert_eq!(from.key, to.key, "partition {p}: out of order");
+            assert_translated(
+                &ra,
+                rb,
+                from.value.as_deref().unwrap(),
+                to.value.as_deref().unwrap(),
+            );
+        }
+    }
+    refract.wait("healthy again", || http(&addr, "GET", "/health").0 == 200);
+    // An outage is reported (WARN, degraded), not an error an operator must act on: under
+    // exactly-once no transaction fails for it.
+    assert_eq!(refract.log_count("ERROR"), 0, "{}", refract.log());
+    assert_eq!(refract.stop(), Some(0));
+}
+
+#[test]
+fn translation_under_exactly_once() {
+    let (ra, rb) = registries();
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("eos");
+    a.create_topic(&topic, 2);
+    let id = ra.register(&format!("{topic}-value"), ORDER_V1, "AVRO", &[]);
+    let records: Vec<TestRecord> = (0..200)
+        .map(|i| TestRecord {
+            partition: (i % 2) as i32,
+            ..record(
+                i,
+                Some(format!("k{i}").into_bytes()),
+                Some(framed(id, &avro_string(&format!("e{i}")))),
+            )
+        })
+        .collect();
+    a.produce(&topic, &records);
+    let flows = flow(
+        "a",
+        "eos",
+        &format!("topics = [\"{topic}\"]\nschemas = \"translate\"\ndelivery = \"exactly-once\"\nmm2_offsets_topic = \"{}\"\n", unique("offsets")),
+    );
+    let text = pipeline_with_registries("eos", &ra.url(), &rb.url(), &flows);
+    let mut refract = Refract::start(&text, &[]);
+    let remote = format!("a.{topic}");
+    refract.wait("every record committed on b", || {
+        b.read_isolated(&remote, "read_committed")
+            .iter()
+            .map(Vec::len)
+            .sum::<usize>()
+            == 200
+    });
+    let committed = b.read_isolated(&remote, "read_committed");
+    for p in 0..2 {
+        let sent: Vec<&TestRecord> = records.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(
+            committed[p as usize].len(),
+            sent.len(),
+            "partition {p}: duplicates or gaps"
+        );
+        for (from, to) in sent.iter().zip(&committed[p as usize]) {
+            assert_eq!(from.key, to.key);
+            assert_translated(
+                ra,
+                rb,
+                from.value.as_deref().unwrap(),
+                to.value.as_deref().unwrap(),
+            );
+        }
+    }
+    assert_eq!(refract.stop(), Some(0));
+}
+
+#[test]
+fn check_connect_probes_both_registries_and_check_refuses_a_missing_one() {
+    let ra = &registries().0;
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let topic = unique("checked");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{topic}\"]\nschemas = \"translate\"\n"),
+    );
+    let text = format!(
+        "{}\n[clusters.a.schema_registry]\nurl = \"{}\"\nuser = \"mirror\"\npassword = \"s3cret-registry-pass\"\n[clusters.b.schema_registry]\nurl = \"{closed}\"\ntimeout = \"2s\"\n",
+        pipeline(&[("a", a), ("b", b)], &flows),
+        ra.url()
+    );
+    let path = write_pipeline(dir.path(), &text);
+    let out = Refract::output(&["check", "--connect", &path_str(&path)]);
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!shown.contains("s3cret-registry-pass"), "{shown}");
+    assert_ne!(out.status.code(), Some(0), "{shown}");
+    let yes = shown
+        .lines()
+        .find(|l| l.contains("cluster a's schema registry") && l.trim_start().starts_with("yes"));
+    assert!(yes.is_some(), "{shown}");
+    let no = shown
+        .lines()
+        .find(|l| l.contains(&closed) && l.trim_start().starts_with("no"));
+    assert!(no.is_some(), "{shown}");
+
+    // Without a registry on b, `check` refuses the file, naming the key and the cluster.
+    let without = text
+        .split("[clusters.b.schema_registry]")
+        .next()
+        .unwrap_or_default();
+    let path = write_pipeline(dir.path(), without);
+    let out = Refract::output(&["check", &path_str(&path)]);
+    let shown = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        shown.contains("flow[0].schemas") && shown.contains("`b`"),
+        "{shown}"
+    );
+}
