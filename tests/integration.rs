@@ -21,6 +21,7 @@ mod live;
 mod mirror;
 mod mm2;
 mod mm2_interop;
+mod multi_broker;
 mod plugin_cli;
 mod processors;
 mod scaffolds;
