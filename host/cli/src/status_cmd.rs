@@ -217,6 +217,21 @@ pub(crate) fn render_live(addr: &str, first: &Value, second: &Value) -> (String,
         if let Some(other) = flow["held_elsewhere"].as_str() {
             say!("  STANDBY: {other}");
         }
+        if let Some(s) = flow["schemas"].as_object() {
+            say!(
+                "  schemas: translated {}  registered {}  subjects synced {}  ({} -> {})",
+                s["translated"],
+                s["registered"],
+                s["synced_subjects"],
+                s["source_registry"].as_str().unwrap_or("?"),
+                s["target_registry"].as_str().unwrap_or("?")
+            );
+            for (side, key) in [("source", "source_down"), ("target", "target_down")] {
+                if let Some(why) = s[key].as_str() {
+                    say!("  SCHEMA REGISTRY ({side}) FAILING: {why}");
+                }
+            }
+        }
         if let Some(c) = flow["cluster"].as_object() {
             say!(
                 "  cluster: group {}  this process {} holds tasks {}{}  rebalances {}",

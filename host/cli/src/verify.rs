@@ -79,6 +79,12 @@ fn print_report(report: &Report, topics: &[String]) {
                 flow.flow, flow.processors
             );
         }
+        if flow.translates {
+            println!(
+                "note: flow {} translates schema ids (schemas = \"translate\"); framed keys and values differ in bytes 1-4 by design and show as MISMATCH",
+                flow.flow
+            );
+        }
         if !flow.skipped_heartbeats.is_empty() {
             println!(
                 "note: heartbeats topics not compared (written continuously; name them with --topics to compare): {}",

@@ -396,7 +396,11 @@ pub(crate) fn supervise(name: &str, runner: &dyn Task, stop: &AtomicBool) {
             Err(e) => {
                 runner.record_failure(&e);
                 if let Some(halt) = e.downcast_ref::<Halt>() {
-                    error!(flow = %name, "flow halted; fix the processor and restart refract: {halt}");
+                    if halt.plugin == crate::flow::schemas::SCHEMA_STAGE {
+                        error!(flow = %name, "flow halted: a record of {}[{}] at offset {} cannot be translated and the flow's schema_on_error is \"stop\"; fix the schema (or set schema_on_error) and restart or reload refract: {}", halt.topic, halt.partition, halt.offset, halt.reason);
+                    } else {
+                        error!(flow = %name, "flow halted; fix the processor and restart refract: {halt}");
+                    }
                     return;
                 }
                 if let Some(fenced) = e.downcast_ref::<Fenced>() {

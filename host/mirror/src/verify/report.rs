@@ -93,6 +93,9 @@ pub struct FlowReport {
     pub target: String,
     /// How many processors the flow runs (their drops and changes show as differences).
     pub processors: usize,
+    /// Whether the flow translates schema ids (`schemas = "translate"`): framed keys and
+    /// values differ in their id bytes by design.
+    pub translates: bool,
     /// Mirrored heartbeats topics left out (no topic filter named them).
     pub skipped_heartbeats: Vec<String>,
     /// Compared partitions, by source topic then partition.
