@@ -63,6 +63,39 @@ pub fn kafka_java() -> Command {
     cmd
 }
 
+/// Stops the process in `slot` (taking it out): SIGTERM, then SIGKILL if it still runs after
+/// `grace`. Whether it exited by itself (`false`: killed, or not running).
+pub fn stop_child(slot: &Mutex<Option<Child>>, grace: Duration) -> bool {
+    let Some(mut c) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return false;
+    };
+    if matches!(c.try_wait(), Ok(Some(_))) {
+        return true;
+    }
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(c.id().to_string())
+        .status();
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(c.try_wait(), Ok(Some(_))) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    false
+}
+
+/// Kills the process in `slot` (SIGKILL), taking it out, and reaps it.
+pub fn kill_child(slot: &Mutex<Option<Child>>) {
+    if let Some(mut c) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// Spawns `cmd` from one thread that lives as long as the test process, with a parent-death
 /// signal: a broker (or MirrorMaker 2) never outlives the test binary, even when a shared broker
 /// is never dropped or the binary aborts. (The signal follows the spawning *thread*, so it must
@@ -563,34 +596,12 @@ impl Broker {
     /// Stops the broker: SIGTERM, then SIGKILL if it still runs after `grace`. Whether it exited
     /// by itself (`false`: killed, or not running).
     pub fn stop(&self, grace: Duration) -> bool {
-        let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return false;
-        };
-        if matches!(c.try_wait(), Ok(Some(_))) {
-            return true;
-        }
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(c.id().to_string())
-            .status();
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if matches!(c.try_wait(), Ok(Some(_))) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        false
+        stop_child(&self.child, grace)
     }
 
     /// Kills the broker (SIGKILL, like a crashed machine); its data stays for [`Broker::resume`].
     pub fn kill(&self) {
-        if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill_child(&self.child);
     }
 
     /// Freezes the broker (SIGSTOP): its sockets stay open and accept connections, but nothing

@@ -69,7 +69,7 @@ use anyhow::{anyhow, bail, Context as _};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::broker::spawn_owned;
+use crate::broker::{kill_child, spawn_owned, stop_child};
 use crate::ports::free_port;
 use crate::wait::DEADLINE;
 
@@ -278,34 +278,15 @@ impl Registry {
             .map(Child::id)
     }
 
-    /// Kills the registry (SIGKILL); everything it held is gone.
+    /// Kills the registry (SIGKILL, like a crashed machine); its storage stays for [`Registry::restart`].
     pub fn kill(&self) {
-        if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill_child(&self.child);
     }
 
     /// Stops the registry: SIGTERM, then SIGKILL if it still runs after `grace`. Whether it
     /// exited by itself (`false`: killed, or not running).
     pub fn stop(&self, grace: Duration) -> bool {
-        let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return false;
-        };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(c.id().to_string())
-            .status();
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if matches!(c.try_wait(), Ok(Some(_))) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        false
+        stop_child(&self.child, grace)
     }
 
     /// Starts the registry again on the same port (killing it first if it runs) and waits until

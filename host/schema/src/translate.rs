@@ -235,12 +235,7 @@ impl Translator {
                     c.cache_misses.inc();
                 }
                 let t = self.miss(source_topic, remote_topic, field, id)?;
-                self.ids
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(remote_topic.to_string())
-                    .or_default()
-                    .insert((id, field), t);
+                self.remember(remote_topic, id, field, t);
                 t
             }
         };
@@ -248,6 +243,16 @@ impl Translator {
             c.translations.inc();
         }
         Ok(Some(target))
+    }
+
+    /// Caches that `id` in `field` of records for `remote_topic` is `target` on the target.
+    fn remember(&self, remote_topic: &str, id: u32, field: Field, target: u32) {
+        self.ids
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(remote_topic.to_string())
+            .or_default()
+            .insert((id, field), target);
     }
 
     /// Counts `n` translations for `/status` (the counters count each one; this is batched).
@@ -513,12 +518,7 @@ impl Translator {
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
                                 .insert(done);
-                            self.ids
-                                .write()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .entry(remote.clone())
-                                .or_default()
-                                .insert((id, field), target);
+                            self.remember(remote, id, field, target);
                         }
                         Err(TranslateError::Permanent(m)) => {
                             tracing::warn!(flow = %self.flow, "subject {subject} version {v} not copied to {target_subject}: {m}");
