@@ -9,6 +9,15 @@
 //! first record landing on the target to the last, so process start and plugin compilation are
 //! not counted; CPU is counted over the same span, with the CPU spent before it reported apart.
 //! Broker-only produce and fetch rates are measured in the same run.
+//!
+//! Scenarios (j) and (k) mirror a second source topic whose values are framed for a schema
+//! registry (byte 0, a 4-byte schema id, the same JSON), with a real Apicurio Registry for each
+//! cluster (refract-testkit's `Registry`): (j) copies them as bytes (`schemas = "off"`), (k)
+//! translates their id (`schemas = "translate"`), so (k)/(j) is what translation costs on its
+//! cache-hit path.
+//!
+//! With `--repeat`, the scenarios take turns (a b c … a b c …), so a change in the shared
+//! machine's load falls on every scenario alike rather than on one.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,8 +34,15 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 mod metrics_render;
 mod mm2_compare;
 
+use refract_testkit::Registry;
+
 const TOPIC: &str = "bench";
 const REMOTE: &str = "source.bench";
+/// The source topic of the schema scenarios (j, k): the same records, values framed.
+const FRAMED_TOPIC: &str = "framed";
+const FRAMED_REMOTE: &str = "source.framed";
+/// The schema of the framed values, registered on the source registry before the runs.
+const FRAMED_SCHEMA: &str = r#"{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string"},"pad":{"type":"string"}}}"#;
 const LATENCY_TOPIC: &str = "latency";
 const LATENCY_REMOTE: &str = "source.latency";
 /// Enough partitions that a few seconds of small records stay under the mock cluster's 5 MiB
@@ -82,8 +98,7 @@ struct Args {
     /// Bytes per record value
     #[arg(long, value_name = "N", default_value_t = 1024)]
     value_bytes: usize,
-    /// Comma-separated scenario letters to run (a, b, c, d, e, f, g, h, i) and `latency`
-    /// [default: all]
+    /// Comma-separated scenario letters to run (a to k) and `latency` [default: all]
     // Set, not the default Append: a second --only replaces the first (as it always did)
     #[arg(long, value_name = "LIST", value_delimiter = ',', action = clap::ArgAction::Set)]
     only: Option<Vec<String>>,
@@ -139,7 +154,7 @@ fn main() -> Result<()> {
     source.create_topic("heartbeats", 1, 1)?;
     source.create_topic("mm2-offset-syncs.lat.internal", 1, 1)?;
     let bytes = args.records * args.value_bytes;
-    let produce = prefill(&source.bootstrap_servers(), &args)?;
+    let produce = prefill(&source.bootstrap_servers(), &args, TOPIC, None)?;
     let fetch = fetch_all(&source.bootstrap_servers(), args.partitions, args.records)?;
     println!(
         "source: {} records x {} B over {} partitions; broker-only produce {:.0} rec/s ({:.1} MB/s), fetch {:.0} rec/s ({:.1} MB/s)",
@@ -153,99 +168,160 @@ fn main() -> Result<()> {
     );
     let _ = bytes;
 
-    // (name, processors, share of the records that reach the target, extra flow settings)
-    let mut scenarios: Vec<(&str, Option<String>, f64, &str)> = vec![
-        ("a baseline: librdkafka pipe", None, 1.0, ""),
-        ("b refract, no processor", Some(String::new()), 1.0, ""),
-        (
+    let scenario = |name, processors: Option<&str>, share, extra| Scenario {
+        name,
+        processors: processors.map(str::to_string),
+        share,
+        extra,
+        schemas: None,
+    };
+    let mut scenarios = vec![
+        scenario("a baseline: librdkafka pipe", None, 1.0, ""),
+        scenario("b refract, no processor", Some(""), 1.0, ""),
+        scenario(
             "c refract + pass-through WASM filter",
-            Some(
-                "{ plugin = \"builtin:filter\", config = { action = \"keep\", topic = \".*\" } }"
-                    .into(),
-            ),
+            Some("{ plugin = \"builtin:filter\", config = { action = \"keep\", topic = \".*\" } }"),
             1.0,
             "",
         ),
-        (
+        scenario(
             "d refract + WASM filter dropping 50%",
-            Some("{ plugin = \"builtin:filter\", config = { key = \"k[0-9]*[02468]\" } }".into()),
+            Some("{ plugin = \"builtin:filter\", config = { key = \"k[0-9]*[02468]\" } }"),
             0.5,
             "",
         ),
-        (
+        scenario(
             "e refract + json-mask",
-            Some("{ plugin = \"builtin:json-mask\", config = { fields = [\"email\"] } }".into()),
+            Some("{ plugin = \"builtin:json-mask\", config = { fields = [\"email\"] } }"),
             1.0,
             "",
         ),
-        (
+        scenario(
             "g refract exactly-once, transaction_interval 100ms",
-            Some(String::new()),
+            Some(""),
             1.0,
             EXACTLY_ONCE_100MS,
         ),
-        (
+        scenario(
             "h refract exactly-once, transaction_interval 1s",
-            Some(String::new()),
+            Some(""),
             1.0,
             EXACTLY_ONCE_1S,
         ),
-        (
+        scenario(
             "i refract exactly-once, transaction_interval 5s",
-            Some(String::new()),
+            Some(""),
             1.0,
             "delivery = \"exactly-once\"\ntransaction_interval = \"5s\"\n",
         ),
+        Scenario {
+            schemas: Some(Schemas::Off),
+            ..scenario("j refract, framed values, schemas off", Some(""), 1.0, "")
+        },
+        Scenario {
+            schemas: Some(Schemas::Translate),
+            ..scenario(
+                "k refract, framed values, schemas translate",
+                Some(""),
+                1.0,
+                "",
+            )
+        },
     ];
-    if let Some(py) = args.python_filter.as_ref().filter(|p| p.exists()) {
-        let abs = py.canonicalize()?;
-        scenarios.push((
-            "f refract + Python filter",
-            Some(format!(
-                "{{ plugin = \"{}\", config = {{ header = \"env\", equals = \"test\" }} }}",
-                abs.display()
-            )),
-            1.0,
-            "",
-        ));
+    let python = match args.python_filter.as_ref().filter(|p| p.exists()) {
+        Some(py) => Some(format!(
+            "{{ plugin = \"{}\", config = {{ header = \"env\", equals = \"test\" }} }}",
+            py.canonicalize()?.display()
+        )),
+        None => None,
+    };
+    if let Some(py) = &python {
+        scenarios.push(scenario("f refract + Python filter", Some(py), 1.0, ""));
     }
-    let mut results = Vec::new();
-    for (index, (name, processors, share, extra)) in scenarios.into_iter().enumerate() {
-        let short = name
-            .split(':')
-            .next()
-            .unwrap_or(name)
-            .split_whitespace()
-            .next()
-            .unwrap_or(name)
-            .to_string();
-        if args.only.as_ref().is_some_and(|o| !o.contains(&short)) {
-            continue;
+    // (index in the full list, scenario) of those --only selects.
+    let mut selected: Vec<(usize, Scenario)> = scenarios
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| args.only.as_ref().is_none_or(|o| o.contains(&s.letter())))
+        .collect();
+    // The framed topic and both registries, when a schema scenario runs. A run of every
+    // scenario leaves (j) and (k) out when the registries cannot start (no Java 21, say), as it
+    // leaves (f) out without the Python filter; one that names them fails.
+    let registries = if selected.iter().any(|(_, s)| s.schemas.is_some()) {
+        match Registries::start() {
+            Ok(registries) => {
+                source.create_topic(FRAMED_TOPIC, args.partitions, 1)?;
+                prefill(
+                    &source.bootstrap_servers(),
+                    &args,
+                    FRAMED_TOPIC,
+                    Some(registries.id),
+                )?;
+                Some(registries)
+            }
+            Err(e) if args.only.is_none() => {
+                eprintln!("scenarios j and k left out: the schema registries did not start: {e:#}");
+                selected.retain(|(_, s)| s.schemas.is_none());
+                None
+            }
+            Err(e) => return Err(e.context("scenarios j and k need two schema registries")),
         }
-        let expected = (args.records as f64 * share) as i64;
-        let mut runs = Vec::new();
-        for run in 0..args.repeat {
+    } else {
+        None
+    };
+    // Every scenario's runs, in the order they ran; the scenarios take turns.
+    let mut runs: Vec<Vec<Outcome>> = selected.iter().map(|_| Vec::new()).collect();
+    for run in 0..args.repeat {
+        for ((index, s), done) in selected.iter().zip(&mut runs) {
+            let expected = (args.records as f64 * s.share) as i64;
             // Every run mirrors into its own target alias, so it has its own progress group and
             // starts from the beginning of the source.
             let alias = format!("t{index}r{run}");
             source.create_topic(&format!("mm2-offset-syncs.{alias}.internal"), 1, 1)?;
+            let input = match (s.schemas, &registries) {
+                (Some(schemas), Some(registries)) => Input::Framed {
+                    schemas,
+                    registries,
+                },
+                _ => Input::Plain,
+            };
             let r = run_scenario(
                 &args,
                 &source.bootstrap_servers(),
-                processors.as_deref(),
-                extra,
+                s.processors.as_deref(),
+                s.extra,
                 expected,
                 &alias,
+                &input,
             )
-            .with_context(|| format!("scenario {name}"))?;
-            eprintln!("{name}: {:.0} rec/s", r.rate);
-            runs.push(r);
+            .with_context(|| format!("scenario {}", s.name))?;
+            eprintln!("{}: {:.0} rec/s", s.name, r.rate);
+            done.push(r);
         }
+    }
+    let mut results = Vec::new();
+    // Each round's translate/passthrough ratio, (k)/(j), in the order they ran.
+    let mut translation_rounds = Vec::new();
+    if let (Some(j), Some(k)) = (
+        selected
+            .iter()
+            .position(|(_, s)| s.schemas == Some(Schemas::Off)),
+        selected
+            .iter()
+            .position(|(_, s)| s.schemas == Some(Schemas::Translate)),
+    ) {
+        translation_rounds = runs[j]
+            .iter()
+            .zip(&runs[k])
+            .map(|(j, k)| k.rate / j.rate)
+            .collect();
+    }
+    for ((_, s), mut runs) in selected.iter().zip(runs) {
         runs.sort_by(|x, y| x.rate.total_cmp(&y.rate));
         let spread = (runs[0].rate, runs[runs.len() - 1].rate);
         let mut median = runs.swap_remove(runs.len() / 2);
         median.spread = spread;
-        results.push((name, median));
+        results.push((s.name, median));
     }
     let b_rate = results
         .iter()
@@ -297,6 +373,24 @@ fn main() -> Result<()> {
             r.peak_rss_kib as f64 / 1024.0
         );
     }
+    let rate_of = |letter: char| {
+        results
+            .iter()
+            .find(|(n, _)| n.starts_with(letter))
+            .map(|(_, r)| r.rate)
+    };
+    if let (Some(j), Some(k)) = (rate_of('j'), rate_of('k')) {
+        let rounds: Vec<String> = translation_rounds
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect();
+        println!();
+        println!(
+            "schema-id translation on its cache-hit path: (k)/(j) = {:.2} (medians; each round: {})",
+            k / j,
+            rounds.join(", ")
+        );
+    }
     if let Some((l, eos)) = latency {
         println!();
         println!(
@@ -310,6 +404,108 @@ fn main() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// One scenario of the table.
+struct Scenario {
+    /// Its letter, a space, what it runs.
+    name: &'static str,
+    /// The flow's processors (TOML array items); `None`: the baseline pipe instead of refract.
+    processors: Option<String>,
+    /// Share of the records that reach the target.
+    share: f64,
+    /// Extra `[[flow]]` settings.
+    extra: &'static str,
+    /// `Some`: mirrors the framed topic, with a schema registry on both clusters.
+    schemas: Option<Schemas>,
+}
+
+impl Scenario {
+    /// The letter `--only` names it by.
+    fn letter(&self) -> String {
+        self.name
+            .split_whitespace()
+            .next()
+            .unwrap_or(self.name)
+            .to_string()
+    }
+}
+
+/// The flow's `schemas` setting in a schema scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schemas {
+    /// Framed values copied as bytes.
+    Off,
+    /// Framed values get the target registry's id.
+    Translate,
+}
+
+impl Schemas {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Translate => "translate",
+        }
+    }
+}
+
+/// What a run mirrors.
+enum Input<'a> {
+    /// The plain topic (`bench`), as every scenario but the schema ones.
+    Plain,
+    /// The framed topic, with a registry on each cluster.
+    Framed {
+        schemas: Schemas,
+        registries: &'a Registries,
+    },
+}
+
+/// The schema scenarios' registries: two Apicurio Registries, one per cluster, shared by every
+/// run (the first translating run registers the schema on the target, later ones find it there;
+/// either way each run asks at most once, then reads its cache).
+struct Registries {
+    source: Registry,
+    target: Registry,
+    /// The framed values' schema id on the source.
+    id: u32,
+}
+
+impl Registries {
+    /// Starts both registries (together: about 3 s each) and registers the values' schema on
+    /// the source.
+    fn start() -> Result<Self> {
+        let (source, target) = std::thread::scope(|scope| {
+            let source = scope.spawn(Registry::launch);
+            let target = scope.spawn(Registry::launch);
+            (source.join(), target.join())
+        });
+        let started = |r: std::thread::Result<Result<Registry>>| {
+            r.map_err(|_| anyhow::anyhow!("starting a registry panicked"))?
+        };
+        let (source, target) = (started(source)?, started(target)?);
+        // Both number schemas from 1: one of the target's own first, so the benchmark's schema
+        // has another id there and a translated value differs from a copied one.
+        target
+            .try_register("unrelated-value", "\"string\"", "AVRO", &[])
+            .context("registering a schema on the target registry")?;
+        let id = source
+            .try_register(&format!("{FRAMED_TOPIC}-value"), FRAMED_SCHEMA, "JSON", &[])
+            .context("registering the values' schema on the source registry")?;
+        Ok(Self { source, target, id })
+    }
+
+    /// Whether `got`, a mirrored value's schema id, is what `schemas` promises: the source's
+    /// id when copied; when translated, another id under which the target holds the same schema.
+    fn check(&self, schemas: Schemas, got: u32) -> bool {
+        match schemas {
+            Schemas::Off => got == self.id,
+            Schemas::Translate => {
+                got != self.id
+                    && self.target.schema_by_id(got).is_some()
+                    && self.target.schema_by_id(got) == self.source.schema_by_id(self.id)
+            }
+        }
+    }
 }
 
 /// Flow settings of the exactly-once scenarios.
@@ -528,11 +724,38 @@ fn run_scenario(
     extra: &str,
     expected: i64,
     alias: &str,
+    input: &Input<'_>,
 ) -> Result<Outcome> {
+    let (topic, remote) = match input {
+        Input::Plain => (TOPIC, REMOTE),
+        Input::Framed { .. } => (FRAMED_TOPIC, FRAMED_REMOTE),
+    };
     let target = MockCluster::new(1)?;
-    target.create_topic(REMOTE, args.partitions, 1)?;
+    target.create_topic(remote, args.partitions, 1)?;
     create_target_internals(&target)?;
     let dir = tempfile::tempdir()?;
+    // The schema scenarios: both clusters name a registry, the flow translates or not, and
+    // the metrics endpoint says how many values were translated and how many missed the cache.
+    let registries = match input {
+        Input::Framed { registries, .. } => Some(*registries),
+        Input::Plain => None,
+    };
+    let registry_line = |r: Option<&Registry>| {
+        r.map_or(String::new(), |r| {
+            format!("schema_registry = {{ url = \"{}\" }}\n", r.url())
+        })
+    };
+    let (metrics_addr, schemas_lines) = match input {
+        Input::Framed { schemas, .. } => {
+            let addr = format!("127.0.0.1:{}", refract_testkit::free_port());
+            let lines = (
+                format!("[metrics]\nlisten = \"{addr}\"\n"),
+                format!("schemas = \"{}\"\n", schemas.as_str()),
+            );
+            (addr, lines)
+        }
+        Input::Plain => Default::default(),
+    };
     let mut child = match processors {
         None => Command::new(std::env::current_exe()?)
             .args([
@@ -545,8 +768,12 @@ fn run_scenario(
             .spawn()?,
         Some(procs) => {
             let pipeline = format!(
-                "[clusters.source]\nbootstrap = \"{source}\"\n[clusters.{alias}]\nbootstrap = \"{}\"\n\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{TOPIC}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}{extra}{}\n",
+                "{}[clusters.source]\nbootstrap = \"{source}\"\n{}[clusters.{alias}]\nbootstrap = \"{}\"\n{}\n[[flow]]\nsource = \"source\"\ntarget = \"{alias}\"\ntopics = [\"{topic}\"]\nprocessors = [{procs}]\n{ADMIN_ONLY_OFF}{}{extra}{}\n",
+                schemas_lines.0,
+                registry_line(registries.map(|r| &r.source)),
                 target.bootstrap_servers(),
+                registry_line(registries.map(|r| &r.target)),
+                schemas_lines.1,
                 args.flow_extra
             );
             let path = dir.path().join("bench.toml");
@@ -567,7 +794,7 @@ fn run_scenario(
         (0..args.partitions)
             .filter_map(|p| {
                 counter
-                    .fetch_watermarks(REMOTE, p, Duration::from_secs(5))
+                    .fetch_watermarks(remote, p, Duration::from_secs(5))
                     .ok()
             })
             .map(|(lo, hi)| hi - lo)
@@ -597,11 +824,42 @@ fn run_scenario(
     }
     let elapsed = first_at.elapsed().as_secs_f64();
     let (cpu_seconds, peak_rss_kib) = usage(child.id())?;
+    let schema_series = registries.map(|_| {
+        let (_, text) = refract_testkit::http(&metrics_addr, "GET", "/metrics");
+        let value = |name| refract_testkit::series(&text, name, &[]).unwrap_or(0.0);
+        (
+            value("refract_schema_translations_total"),
+            value("refract_schema_cache_misses_total"),
+        )
+    });
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())
         .status();
     let _ = child.wait();
+    if let (
+        Input::Framed {
+            schemas,
+            registries,
+        },
+        Some((translated, misses)),
+    ) = (input, schema_series)
+    {
+        // A mirrored value must carry the id its setting promises.
+        let got = first_framed_id(&target.bootstrap_servers(), remote)?;
+        if !registries.check(*schemas, got) {
+            bail!(
+                "a value on the target has schema id {got} with schemas = {} (source id {})",
+                schemas.as_str(),
+                registries.id
+            );
+        }
+        eprintln!(
+            "  schemas = {}: value schema id {} on the source, {got} on the target; {translated} fields translated, {misses} cache misses",
+            schemas.as_str(),
+            registries.id
+        );
+    }
     let moved = expected.max(1) - first_count;
     // The rate counts source records processed, so a 50% filter is compared like for like.
     let source_records = (moved as f64 / expected.max(1) as f64) * args.records as f64;
@@ -666,18 +924,46 @@ fn usage(pid: u32) -> Result<(f64, u64)> {
     Ok((ticks as f64 / 100.0, hwm))
 }
 
-fn prefill(bootstrap: &str, args: &Args) -> Result<f64> {
+/// The schema id of the first value in partition 0 of `topic`.
+fn first_framed_id(bootstrap: &str, topic: &str) -> Result<u32> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "bench-check")
+        .create()?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)?;
+    consumer.assign(&tpl)?;
+    match consumer.poll(Duration::from_secs(10)) {
+        Some(Ok(m)) => match m.payload() {
+            Some([0, a, b, c, d, ..]) => Ok(u32::from_be_bytes([*a, *b, *c, *d])),
+            other => bail!("a value on the target of {topic} is not framed: {other:?}"),
+        },
+        Some(Err(e)) => bail!("reading {topic} on the target: {e}"),
+        None => bail!("no record in {topic} on the target"),
+    }
+}
+
+/// Fills `topic` with `args.records` JSON records of about `args.value_bytes` B, each value
+/// framed with schema id `frame` (byte 0, the id, then the same JSON) when given; the
+/// broker-only produce rate.
+fn prefill(bootstrap: &str, args: &Args, topic: &str, frame: Option<u32>) -> Result<f64> {
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("linger.ms", "5")
         .set("queue.buffering.max.messages", "1000000")
         .create()?;
-    let pad = "x".repeat(args.value_bytes.saturating_sub(80));
+    // A framed value is as long as a plain one: its 5-byte header takes the place of padding.
+    let header = frame.map_or(0, |_| 5);
+    let pad = "x".repeat(args.value_bytes.saturating_sub(80 + header));
     let started = Instant::now();
     for i in 0..args.records {
         let key = format!("k{i}");
-        let value = format!("{{\"id\":{i},\"email\":\"user{i}@example.com\",\"pad\":\"{pad}\"}}");
-        let rec = BaseRecord::to(TOPIC)
+        let json = format!("{{\"id\":{i},\"email\":\"user{i}@example.com\",\"pad\":\"{pad}\"}}");
+        let value = match frame {
+            Some(id) => [&[0][..], &id.to_be_bytes(), json.as_bytes()].concat(),
+            None => json.into_bytes(),
+        };
+        let rec = BaseRecord::to(topic)
             .key(&key)
             .payload(&value)
             .partition((i % args.partitions as usize) as i32);
