@@ -15,6 +15,7 @@ use crate::degraded::Reason;
 use crate::series::RecordEvent;
 use refract_kafka::headers::{self as raw_headers, RawHeader};
 use refract_kafka::source_queue::{Polled, SourceMessage, SourceQueue};
+use refract_schema::{wire, Field, TranslateError};
 
 use super::delivery::Sent;
 use super::provenance::{provenance, PROVENANCE_HEADER};
@@ -128,6 +129,12 @@ impl Run<'_> {
         let mut now = now_ms();
         // Slots whose read metrics gathered something in this batch.
         let mut touched: Vec<usize> = Vec::new();
+        // Translated keys and values of the direct path (one buffer each, reused), how many
+        // fields were translated, and the slots whose records go through the chain path in this
+        // batch (a record that cannot be translated, and every later one of its partition).
+        let (mut key_buf, mut value_buf) = (Vec::new(), Vec::new());
+        let mut translated = 0u64;
+        let mut diverted: Vec<usize> = Vec::new();
         // Under a read rate limit a batch holds what the limit allows now (at least one
         // record), so records arrive smoothly rather than in bursts a second apart.
         let (byte_allowance, record_allowance) = self.throttle.allowance();
@@ -199,16 +206,68 @@ impl Run<'_> {
             } else {
                 None
             };
-            if self.chain.is_empty() && runner.schemas.is_none() {
-                {
-                    let mut p = lock(&self.progress);
-                    if p[i].failure().is_some() {
-                        // Its partition is about to be paused and read again from the failed
-                        // record: sending more now would only make duplicates.
-                        continue;
-                    }
-                    p[i].sent(offset, 1);
+            if self.chain.is_empty() && !diverted.contains(&i) {
+                if lock(&self.progress)[i].failure().is_some() {
+                    // Its partition is about to be paused and read again from the failed
+                    // record: sending more now would only make duplicates.
+                    continue;
                 }
+                // Schema ids translated here, on the cache-hit path, without the chain's
+                // copies; what cannot be translated now is held or handed to the chain.
+                let mut ids = (None, None);
+                if let Some(t) = runner.schemas.as_deref() {
+                    if !self.plan.is_heartbeats(&slot.topic) {
+                        let found = t
+                            .target_id(&slot.topic, &slot.remote, Field::Key, msg.key())
+                            .and_then(|k| {
+                                let v = t.target_id(
+                                    &slot.topic,
+                                    &slot.remote,
+                                    Field::Value,
+                                    msg.payload(),
+                                )?;
+                                Ok((k, v))
+                            });
+                        match found {
+                            Ok(pair) => ids = pair,
+                            Err(TranslateError::Unavailable(why)) => {
+                                // Held: paused, rewound to it and retried (see `schemas`).
+                                let mut p = lock(&self.progress);
+                                p[i].sent(offset, 1);
+                                p[i].failed(offset, Reason::SchemaRegistry, why);
+                                continue;
+                            }
+                            Err(TranslateError::Permanent(_)) => {
+                                // schema_on_error decides on the chain path; the partition's
+                                // later records of this batch follow it there, in order.
+                                diverted.push(i);
+                                pending.push(Fetched {
+                                    slot: i,
+                                    msg,
+                                    stamp,
+                                });
+                                continue;
+                            }
+                        }
+                    }
+                }
+                lock(&self.progress)[i].sent(offset, 1);
+                let key = match (ids.0, msg.key()) {
+                    (Some(id), Some(k)) => {
+                        wire::reframe_into(k, id, &mut key_buf);
+                        translated += 1;
+                        Some(key_buf.as_slice())
+                    }
+                    (_, k) => k,
+                };
+                let value = match (ids.1, msg.payload()) {
+                    (Some(id), Some(v)) => {
+                        wire::reframe_into(v, id, &mut value_buf);
+                        translated += 1;
+                        Some(value_buf.as_slice())
+                    }
+                    (_, v) => v,
+                };
                 // Names are copied as bytes: one that is not UTF-8 is legal and leaves as it came.
                 let headers = match &stamp {
                     None => headers.map(|h| raw_headers::copy(h.iter(), h.count(), None)),
@@ -228,8 +287,8 @@ impl Run<'_> {
                 let output = Output {
                     topic: &slot.remote,
                     partition: Some(slot.partition),
-                    key: msg.key(),
-                    value: msg.payload(),
+                    key,
+                    value,
                     timestamp: msg.timestamp().to_millis(),
                     headers,
                 };
@@ -253,6 +312,9 @@ impl Run<'_> {
                 runner.set_partition_gauge("", None, false);
                 self.publish_degraded();
             }
+        }
+        if let Some(t) = runner.schemas.as_deref() {
+            t.count(translated);
         }
         self.throttle.took(read_bytes, polled);
         runner.count(RecordEvent::Sent, sent);
