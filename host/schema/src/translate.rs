@@ -295,25 +295,19 @@ impl Translator {
             }
         }
         let result = self.resolve(source_topic, remote_topic, field, id);
-        match &result {
-            Err(TranslateError::Permanent(why)) => {
-                let mut unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(TranslateError::Permanent(why)) = &result {
+            let mut unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
+            if unknown.len() >= MAX_UNKNOWN {
+                // Records with ever new bad ids must not grow this without bound.
+                let now = Instant::now();
+                unknown.retain(|_, (until, _)| *until > now);
                 if unknown.len() >= MAX_UNKNOWN {
-                    // Records with ever new bad ids must not grow this without bound.
-                    let now = Instant::now();
-                    unknown.retain(|_, (until, _)| *until > now);
-                    if unknown.len() >= MAX_UNKNOWN {
-                        unknown.clear();
-                    }
+                    unknown.clear();
                 }
-                unknown.insert(key, (Instant::now() + UNKNOWN_ID_TTL, why.clone()));
-                self.lock_stats().last_error = Some(why.clone());
             }
-            Err(TranslateError::Unavailable(why)) => {
-                self.lock_stats().last_error = Some(why.clone());
-            }
-            Ok(_) => self.lock_stats().last_error = None,
+            unknown.insert(key, (Instant::now() + UNKNOWN_ID_TTL, why.clone()));
         }
+        self.lock_stats().last_error = result.as_ref().err().map(ToString::to_string);
         result
     }
 
