@@ -300,8 +300,10 @@ fn main() -> Result<()> {
         }
     }
     let mut results = Vec::new();
-    // Each round's translate/passthrough ratio, (k)/(j), in the order they ran.
+    // Each round's translate/passthrough ratio, (k)/(j), in the order they ran, and the median
+    // CPU µs per record of (j) and (k) over all their runs.
     let mut translation_rounds = Vec::new();
+    let mut translation_cpu = None;
     if let (Some(j), Some(k)) = (
         selected
             .iter()
@@ -315,6 +317,15 @@ fn main() -> Result<()> {
             .zip(&runs[k])
             .map(|(j, k)| k.rate / j.rate)
             .collect();
+        let cpu_us = |runs: &[Outcome]| {
+            let mut per: Vec<f64> = runs
+                .iter()
+                .map(|r| r.cpu_seconds / r.records * 1e6)
+                .collect();
+            per.sort_by(f64::total_cmp);
+            per[per.len() / 2]
+        };
+        translation_cpu = Some((cpu_us(&runs[j]), cpu_us(&runs[k])));
     }
     for ((_, s), mut runs) in selected.iter().zip(runs) {
         runs.sort_by(|x, y| x.rate.total_cmp(&y.rate));
@@ -390,6 +401,12 @@ fn main() -> Result<()> {
             k / j,
             rounds.join(", ")
         );
+        if let Some((j, k)) = translation_cpu {
+            println!(
+                "CPU per record (medians of all runs): (j) {j:.3} µs, (k) {k:.3} µs, (k)/(j) = {:.3}",
+                k / j
+            );
+        }
     }
     if let Some((l, eos)) = latency {
         println!();

@@ -13,4 +13,4 @@ pub mod translate;
 pub mod wire;
 
 pub use client::{RegistryClient, RegistryError, Schema};
-pub use translate::{Field, Rename, SchemaCounters, Stats, TranslateError, Translator};
+pub use translate::{Field, LastIds, Rename, SchemaCounters, Stats, TranslateError, Translator};

@@ -37,6 +37,13 @@ pub enum Field {
 }
 
 impl Field {
+    fn index(self) -> usize {
+        match self {
+            Self::Key => 0,
+            Self::Value => 1,
+        }
+    }
+
     /// `key` or `value`, as subjects end.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -45,6 +52,11 @@ impl Field {
         }
     }
 }
+
+/// The last (source id, target id) translated in each field of one partition's records (see
+/// [`Translator::target_id_after`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LastIds([Option<(u32, u32)>; 2]);
 
 /// Why a framed field could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,33 +228,67 @@ impl Translator {
         field: Field,
         bytes: Option<&[u8]>,
     ) -> Result<Option<u32>, TranslateError> {
+        self.target_id_after(
+            &mut LastIds::default(),
+            source_topic,
+            remote_topic,
+            field,
+            bytes,
+        )
+    }
+
+    /// [`Self::target_id`] for a record of the partition whose last translations are `last`:
+    /// an id equal to the last one of its field is answered from there, without the lock and
+    /// the map lookups (a partition usually carries one schema per field), and `last` keeps
+    /// the answer.
+    pub fn target_id_after(
+        &self,
+        last: &mut LastIds,
+        source_topic: &str,
+        remote_topic: &str,
+        field: Field,
+        bytes: Option<&[u8]>,
+    ) -> Result<Option<u32>, TranslateError> {
         if !self.translates(field) {
             return Ok(None);
         }
         let Some(id) = bytes.and_then(framed_id) else {
             return Ok(None);
         };
+        let seen = &mut last.0[field.index()];
+        if let Some((source, target)) = *seen {
+            if source == id {
+                return Ok(Some(target));
+            }
+        }
+        let target = self.lookup(source_topic, remote_topic, field, id)?;
+        *seen = Some((id, target));
+        Ok(Some(target))
+    }
+
+    /// The target id of source `id`: from the cache, or asked of the registries and cached.
+    fn lookup(
+        &self,
+        source_topic: &str,
+        remote_topic: &str,
+        field: Field,
+        id: u32,
+    ) -> Result<u32, TranslateError> {
         let hit = self
             .ids
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(remote_topic)
             .and_then(|m| m.get(&(id, field)).copied());
-        let target = match hit {
-            Some(t) => t,
-            None => {
-                if let Some(c) = &self.counters {
-                    c.cache_misses.inc();
-                }
-                let t = self.miss(source_topic, remote_topic, field, id)?;
-                self.remember(remote_topic, id, field, t);
-                t
-            }
-        };
-        if let Some(c) = &self.counters {
-            c.translations.inc();
+        if let Some(t) = hit {
+            return Ok(t);
         }
-        Ok(Some(target))
+        if let Some(c) = &self.counters {
+            c.cache_misses.inc();
+        }
+        let t = self.miss(source_topic, remote_topic, field, id)?;
+        self.remember(remote_topic, id, field, t);
+        Ok(t)
     }
 
     /// Caches that `id` in `field` of records for `remote_topic` is `target` on the target.
@@ -255,8 +301,15 @@ impl Translator {
             .insert((id, field), target);
     }
 
-    /// Counts `n` translations for `/status` (the counters count each one; this is batched).
+    /// Counts `n` fields rewritten, for `/status` and the series (once per batch, and only
+    /// fields that left translated: a key whose value then failed is not counted).
     pub fn count(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Some(c) = &self.counters {
+            c.translations.inc_by(n);
+        }
         self.lock_stats().translated += n;
     }
 
@@ -582,6 +635,7 @@ fn choose_subject(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire;
 
     fn subjects(names: &[&str]) -> Vec<(String, i64)> {
         names.iter().map(|n| (n.to_string(), 1)).collect()
@@ -615,5 +669,72 @@ mod tests {
             choose(Field::Value, &["payments-value", "acme.Order"]),
             "kept:acme.Order"
         );
+    }
+
+    /// A translator whose registries refuse connections (port 1): every answer it gives comes
+    /// from its caches.
+    fn offline() -> (Translator, SchemaCounters) {
+        let text = "[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.a.schema_registry]\nurl = \"http://127.0.0.1:1\"\n[clusters.b]\nbootstrap = \"b:9092\"\n[clusters.b.schema_registry]\nurl = \"http://127.0.0.1:1\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\nschemas = \"translate\"\n";
+        let p = refract_config::Pipeline::parse(std::path::Path::new("/tmp/p.toml"), text).unwrap();
+        let client = |c: &str| {
+            RegistryClient::new(c, p.clusters[c].schema_registry.as_ref().unwrap()).unwrap()
+        };
+        let metrics = refract_telemetry::Metrics::new();
+        let counter = |n: &str| metrics.counter(n, "help", &[]).unwrap();
+        let counters = SchemaCounters {
+            translations: counter("t"),
+            cache_misses: counter("m"),
+            registered: counter("r"),
+            source_errors: counter("se"),
+            target_errors: counter("te"),
+        };
+        let t = Translator::new(
+            "f",
+            &p.flows[0].schemas,
+            client("a"),
+            client("b"),
+            Arc::new(|s: &str| Some(s.to_string())),
+            Some(counters.clone()),
+        );
+        (t, counters)
+    }
+
+    #[test]
+    fn a_partitions_last_ids_answer_without_the_cache() {
+        let (t, counters) = offline();
+        t.remember("a.orders", 7, Field::Value, 70);
+        let mut last = LastIds::default();
+        let framed = |id: u32| wire::reframe(&[0, 0, 0, 0, 0, b'{', b'}'], id);
+        let value = |last: &mut LastIds, id: u32| {
+            t.target_id_after(last, "orders", "a.orders", Field::Value, Some(&framed(id)))
+        };
+        assert_eq!(value(&mut last, 7), Ok(Some(70)), "from the shared cache");
+        assert_eq!(last, LastIds([None, Some((7, 70))]));
+        // The partition's last ids are asked first: the shared cache does not hold 8.
+        let mut primed = LastIds([None, Some((8, 80))]);
+        assert_eq!(value(&mut primed, 8), Ok(Some(80)));
+        // Another id falls through to the shared cache, then to the registries (down here).
+        t.remember("a.orders", 9, Field::Value, 90);
+        assert_eq!(value(&mut last, 9), Ok(Some(90)));
+        assert_eq!(last, LastIds([None, Some((9, 90))]));
+        assert!(matches!(
+            value(&mut last, 10),
+            Err(TranslateError::Unavailable(_))
+        ));
+        assert_eq!(
+            last,
+            LastIds([None, Some((9, 90))]),
+            "a failure is not kept"
+        );
+        assert_eq!(counters.cache_misses.get(), 1);
+        // Keys are a field of their own; unframed bytes pass.
+        let key = t.target_id_after(&mut last, "orders", "a.orders", Field::Key, Some(b"k1"));
+        assert_eq!(key, Ok(None));
+        // Only fields counted as rewritten reach the series, in one step per batch.
+        assert_eq!(counters.translations.get(), 0);
+        t.count(3);
+        t.count(0);
+        assert_eq!(counters.translations.get(), 3);
+        assert_eq!(t.stats().translated, 3);
     }
 }

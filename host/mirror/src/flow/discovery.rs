@@ -23,6 +23,7 @@ use crate::planner::{NameProblem, Named, RefusedName, Route, Skip, TopicPlan};
 use crate::progress::PartitionProgress;
 use crate::series::RefractSeries;
 use crate::takeover::Mm2Takeover;
+use refract_schema::LastIds;
 use refract_telemetry::StatBatch;
 
 use super::delivery::Tracked;
@@ -235,6 +236,9 @@ impl Run<'_> {
                         read: false,
                         read_since_lag: false,
                         caught_up_at: None,
+                        translates: runner.schemas.is_some()
+                            && !plan.is_heartbeats(&route.source_topic),
+                        last_ids: LastIds::default(),
                     });
                 }
             }

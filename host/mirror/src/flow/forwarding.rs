@@ -215,39 +215,39 @@ impl Run<'_> {
                 // Schema ids translated here, on the cache-hit path, without the chain's
                 // copies; what cannot be translated now is held or handed to the chain.
                 let mut ids = (None, None);
-                if let Some(t) = runner.schemas.as_deref() {
-                    if !self.plan.is_heartbeats(&slot.topic) {
-                        let found = t
-                            .target_id(&slot.topic, &slot.remote, Field::Key, msg.key())
-                            .and_then(|k| {
-                                let v = t.target_id(
-                                    &slot.topic,
-                                    &slot.remote,
-                                    Field::Value,
-                                    msg.payload(),
-                                )?;
-                                Ok((k, v))
+                if let Some(t) = runner.schemas.as_deref().filter(|_| slot.translates) {
+                    let (topic, remote, last) = (&slot.topic, &slot.remote, &mut slot.last_ids);
+                    let found = t
+                        .target_id_after(last, topic, remote, Field::Key, msg.key())
+                        .and_then(|k| {
+                            let v = t.target_id_after(
+                                last,
+                                topic,
+                                remote,
+                                Field::Value,
+                                msg.payload(),
+                            )?;
+                            Ok((k, v))
+                        });
+                    match found {
+                        Ok(pair) => ids = pair,
+                        Err(TranslateError::Unavailable(why)) => {
+                            // Held: paused, rewound to it and retried (see `schemas`).
+                            let mut p = lock(&self.progress);
+                            p[i].sent(offset, 1);
+                            p[i].failed(offset, Reason::SchemaRegistry, why);
+                            continue;
+                        }
+                        Err(TranslateError::Permanent(_)) => {
+                            // schema_on_error decides on the chain path; the partition's
+                            // later records of this batch follow it there, in order.
+                            diverted.push(i);
+                            pending.push(Fetched {
+                                slot: i,
+                                msg,
+                                stamp,
                             });
-                        match found {
-                            Ok(pair) => ids = pair,
-                            Err(TranslateError::Unavailable(why)) => {
-                                // Held: paused, rewound to it and retried (see `schemas`).
-                                let mut p = lock(&self.progress);
-                                p[i].sent(offset, 1);
-                                p[i].failed(offset, Reason::SchemaRegistry, why);
-                                continue;
-                            }
-                            Err(TranslateError::Permanent(_)) => {
-                                // schema_on_error decides on the chain path; the partition's
-                                // later records of this batch follow it there, in order.
-                                diverted.push(i);
-                                pending.push(Fetched {
-                                    slot: i,
-                                    msg,
-                                    stamp,
-                                });
-                                continue;
-                            }
+                            continue;
                         }
                     }
                 }

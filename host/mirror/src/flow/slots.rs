@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use rdkafka::consumer::BaseConsumer;
 
+use refract_schema::LastIds;
 use refract_telemetry::StatBatch;
 
 use crate::degraded::{FlowHealth, PartitionHealth};
@@ -35,6 +36,10 @@ pub(super) struct Slot {
     pub(super) read_since_lag: bool,
     /// The high watermark it was caught up to at the last `Run::update_lag`.
     pub(super) caught_up_at: Option<i64>,
+    /// Whether its records' schema ids are translated (the flow translates, and it is not a
+    /// heartbeats topic), and the last ids translated on the direct path.
+    pub(super) translates: bool,
+    pub(super) last_ids: LastIds,
 }
 
 impl Slot {
