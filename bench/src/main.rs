@@ -16,8 +16,9 @@
 //! translates their id (`schemas = "translate"`), so (k)/(j) is what translation costs on its
 //! cache-hit path.
 //!
-//! With `--repeat`, the scenarios take turns (a b c … a b c …), so a change in the shared
-//! machine's load falls on every scenario alike rather than on one.
+//! With `--repeat`, the scenarios take turns, forwards then backwards (a b c, c b a, a b c …),
+//! so a change in the shared machine's load falls on every scenario alike rather than on one,
+//! and none always runs right after the same other one.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -269,10 +270,16 @@ fn main() -> Result<()> {
     } else {
         None
     };
-    // Every scenario's runs, in the order they ran; the scenarios take turns.
+    // Every scenario's runs, in the order they ran; the scenarios take turns, in the order
+    // given in even rounds and the reverse in odd ones, so none always runs first (after a
+    // scenario, the brokers' caches and JVMs are warmer for the next).
     let mut runs: Vec<Vec<Outcome>> = selected.iter().map(|_| Vec::new()).collect();
     for run in 0..args.repeat {
-        for ((index, s), done) in selected.iter().zip(&mut runs) {
+        let mut turn: Vec<_> = selected.iter().zip(&mut runs).collect();
+        if run % 2 == 1 {
+            turn.reverse();
+        }
+        for ((index, s), done) in turn {
             let expected = (args.records as f64 * s.share) as i64;
             // Every run mirrors into its own target alias, so it has its own progress group and
             // starts from the beginning of the source.
