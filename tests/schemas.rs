@@ -449,6 +449,77 @@ fn translation_under_exactly_once() {
     assert_eq!(refract.stop(), Some(0));
 }
 
+/// Cluster mode: two processes share a translating flow's two tasks, each translating (and
+/// registering) for the partitions it mirrors; both register the same subject, which the
+/// target holds once.
+#[test]
+fn translation_in_cluster_mode() {
+    let (ra, rb) = registries();
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("clustered");
+    a.create_topic(&topic, 4);
+    let id = ra.register(&format!("{topic}-value"), ORDER_V1, "AVRO", &[]);
+    // A target alias of its own: the cluster group (`refract-a-<target>-cluster`) and the
+    // flow's internal topics are named by it.
+    let flows = flow(
+        "a",
+        "clustered",
+        &format!("topics = [\"{topic}\"]\nschemas = \"translate\"\ntasks = 2\n"),
+    );
+    let text = format!(
+        "[cluster]\ninstance = \"${{env:REFRACT_INSTANCE}}\"\n\n{}",
+        pipeline_with_registries("clustered", &ra.url(), &rb.url(), &flows)
+    );
+    let one = Refract::start_env(&text, &[], &[("REFRACT_INSTANCE", "one")]);
+    let two = Refract::start_env(&text, &[], &[("REFRACT_INSTANCE", "two")]);
+    let flow_of = |r: &Refract| -> Value {
+        let (_, body) = http(&r.metrics_addr(), "GET", "/status");
+        serde_json::from_str::<Value>(&body).expect("status JSON")["flows"][0].clone()
+    };
+    let tasks = |r: &Refract| flow_of(r)["tasks"].as_array().map_or(0, Vec::len);
+    one.wait("each process running one of the two tasks", || {
+        tasks(&one) == 1 && tasks(&two) == 1
+    });
+    let records: Vec<TestRecord> = (0..200)
+        .map(|i| TestRecord {
+            partition: (i % 4) as i32,
+            ..record(
+                i,
+                Some(format!("k{i}").into_bytes()),
+                Some(framed(id, &avro_string(&format!("c{i}")))),
+            )
+        })
+        .collect();
+    a.produce(&topic, &records);
+    let remote = format!("a.{topic}");
+    one.wait("every record on b", || {
+        b.counts(&remote).iter().sum::<i64>() >= 200
+    });
+    let mirrored = b.read_all(&remote);
+    for p in 0..4 {
+        let sent: Vec<&TestRecord> = records.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(mirrored[p as usize].len(), sent.len(), "partition {p}");
+        for (from, to) in sent.iter().zip(&mirrored[p as usize]) {
+            assert_eq!(from.key, to.key, "partition {p}: order");
+            assert_translated(
+                ra,
+                rb,
+                from.value.as_deref().unwrap(),
+                to.value.as_deref().unwrap(),
+            );
+        }
+    }
+    // Each process translated the values of its own partitions (keys are not framed).
+    let translated = |r: &Refract| flow_of(r)["schemas"]["translated"].as_u64().unwrap_or(0);
+    let (by_one, by_two) = (translated(&one), translated(&two));
+    assert!(by_one > 0 && by_two > 0, "one {by_one}, two {by_two}");
+    assert_eq!(by_one + by_two, 200, "one {by_one}, two {by_two}");
+    assert_eq!(rb.versions(&format!("{remote}-value")).len(), 1);
+    for mut r in [one, two] {
+        assert_eq!(r.stop(), Some(0), "{}", r.log());
+    }
+}
+
 #[test]
 fn check_connect_probes_both_registries_and_check_refuses_a_missing_one() {
     let ra = &registries().0;

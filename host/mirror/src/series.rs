@@ -183,7 +183,7 @@ const PLUGIN_TIMEOUTS_HELP: &str =
     "Plugin calls interrupted for exceeding their time limit (calls).";
 const PLUGIN_DURATION_HELP: &str = "Wall-clock duration of one plugin call (seconds).";
 const PLUGIN_LIMIT_HITS_HELP: &str = "Plugin calls stopped by a sandbox budget: deadline (call_timeout), memory (memory_limit), outputs (max_outputs_per_record, max_outputs_per_call) or bytes (max_output_bytes) (calls).";
-const SCHEMA_TRANSLATIONS_HELP: &str = "Framed keys and values whose schema id was translated to the target registry's (fields; schemas = \"translate\").";
+const SCHEMA_TRANSLATIONS_HELP: &str = "Framed keys and values that left with their schema id translated to the target registry's (fields; schemas = \"translate\").";
 const SCHEMA_CACHE_MISSES_HELP: &str = "Schema-id translations that asked the registries because the id was new for its remote topic (fields).";
 const SCHEMA_REGISTERED_HELP: &str = "Schemas registered on the target cluster's registry, or found there already, by translation and subject sync (schemas).";
 const SCHEMA_REGISTRY_ERRORS_HELP: &str =
