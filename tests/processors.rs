@@ -253,6 +253,46 @@ fn dead_letter_holds_exactly_the_failed_records() {
     assert_eq!(refract.stop(), Some(0));
 }
 
+/// A topic of bad records is not a log line per record: of 60 records a processor rejects,
+/// all are dead-lettered and counted, and the first 20 of the minute are logged one by one
+/// (the rest are summed up in one line when the minute has passed; see the unit tests of
+/// `record_log`).
+#[test]
+fn a_flood_of_dead_letters_is_logged_in_part() {
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("flood");
+    let dlq = unique("flood-dlq");
+    a.create_topic(&topic, 1);
+    let records: Vec<TestRecord> = (0..60).map(|i| record(0, i, "v9", &[])).collect();
+    a.produce(&topic, &records);
+    let plugin = Refract::guest("test_transform.wasm");
+    let flows = format!(
+        "[[flow]]\nsource = \"a\"\ntarget = \"b\"\ntopics = [\"{topic}\"]\ndead_letter_topic = \"{dlq}\"\nprocessors = [\n{{ plugin = \"{}\", config = {{ reject_on = \"v9\" }}, on_error = \"dead-letter\" }}\n]\n",
+        plugin.display()
+    );
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\n\n{}",
+        pipeline(&[("a", a), ("b", b)], &flows)
+    );
+    let mut refract = Refract::start(&text, &[]);
+    let addr = refract.metrics_addr();
+    let dead_lettered = || {
+        let (_, body) = http(&addr, "GET", "/status");
+        let status: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+        status["flows"][0]["records_dead_lettered"].as_u64()
+    };
+    refract.wait("60 records dead-lettered and counted", || {
+        total(b, &dlq) == 60 && dead_lettered() == Some(60)
+    });
+    assert_eq!(
+        refract.log_count(&format!("dead-lettering {topic}[0]")),
+        20,
+        "{}",
+        refract.log()
+    );
+    assert_eq!(refract.stop(), Some(0));
+}
+
 /// With `stop`, a failing processor halts its flow without committing past the failed batch;
 /// restarted with a fixed config, the flow mirrors every record.
 #[test]

@@ -2,7 +2,7 @@
 //! the Prometheus series and, where an operator needs to see each occurrence, the log line, so
 //! the three cannot drift apart.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tracing::{debug, error, warn};
 
@@ -11,6 +11,7 @@ use crate::degraded::{Change, Degraded, Reason};
 use crate::series::{RecordEvent, RefractSeries};
 
 use super::lost::{Found, LostRecords};
+use super::record_log::{Held, LINES_PER_WINDOW};
 use super::slots::Slot;
 use super::status::LOST_KEPT;
 use super::{lock, FlowRunner};
@@ -37,11 +38,44 @@ impl FlowRunner {
         }
     }
 
+    /// Whether a per-record warning may be written now (see `record_log`); writes the summary
+    /// of a window that held lines back first. `line` makes the warning's text.
+    fn record_warning(&self, line: &dyn Fn() -> String) -> bool {
+        let (write, held) = lock(&self.record_log).admit(Instant::now(), line);
+        if let Some(held) = held {
+            self.warn_held(held);
+        }
+        write
+    }
+
+    /// Writes the summary of a passed window of per-record warnings, if it held some back
+    /// (called as the run loop tends the flow, so a burst's summary does not wait for the next
+    /// bad record).
+    pub(super) fn flush_record_warnings(&self) {
+        let held = lock(&self.record_log).flush(Instant::now());
+        if let Some(held) = held {
+            self.warn_held(held);
+        }
+    }
+
+    fn warn_held(&self, held: Held) {
+        warn!(flow = %self.flow.name(), "{} more records skipped or dead-lettered in the last {} s were not logged one by one (at most {LINES_PER_WINDOW} lines a minute; all are counted in /status and the series); the last: {}", held.count, held.over.as_secs(), held.last);
+    }
+
     /// Records of `topic[partition]` dropped because a processor with `on_error = "skip"`
-    /// failed on them: one warning each (naming the record, the plugin and its error), counted.
+    /// failed on them: one warning each (naming the record, the plugin and its error; at most
+    /// [`LINES_PER_WINDOW`] a minute, the rest summed up), counted.
     pub(super) fn skipped(&self, topic: &str, partition: i32, skipped: &[Skipped]) {
         for s in skipped {
-            warn!(flow = %self.flow.name(), plugin = %s.plugin, "skipping {topic}[{partition}] offset {}: {}", s.offset, s.error);
+            let line = || {
+                format!(
+                    "skipping {topic}[{partition}] offset {}: {}",
+                    s.offset, s.error
+                )
+            };
+            if self.record_warning(&line) {
+                warn!(flow = %self.flow.name(), plugin = %s.plugin, "{}", line());
+            }
         }
         if let Some(s) = skipped.last() {
             lock(&self.status).last_error = Some(format!(
@@ -53,10 +87,18 @@ impl FlowRunner {
     }
 
     /// Records of `topic[partition]` sent to the dead-letter topic: one warning each (naming
-    /// the record, the plugin, its error and where it went), counted.
+    /// the record, the plugin, its error and where it went; bounded as for skips), counted.
     pub(super) fn dead_lettered(&self, topic: &str, partition: i32, dead: &[DeadLetter<'_>]) {
         for d in dead {
-            warn!(flow = %self.flow.name(), plugin = %d.plugin, "dead-lettering {topic}[{partition}] offset {} to {}: {}", d.item.offset, self.flow.delivery.dead_letter_topic, d.error);
+            let line = || {
+                format!(
+                    "dead-lettering {topic}[{partition}] offset {} to {}: {}",
+                    d.item.offset, self.flow.delivery.dead_letter_topic, d.error
+                )
+            };
+            if self.record_warning(&line) {
+                warn!(flow = %self.flow.name(), plugin = %d.plugin, "{}", line());
+            }
         }
         // The latest one stays visible in /status (last_error), the plugin's own words included.
         if let Some(d) = dead.last() {

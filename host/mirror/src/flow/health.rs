@@ -37,6 +37,7 @@ impl Run<'_> {
     /// and waits for its retry, a due retry reads it again, and a retried partition that made
     /// progress is healthy again.
     pub(super) fn tend(&mut self) {
+        self.runner.flush_record_warnings();
         let now = Instant::now();
         let wall = now_ms();
         let mut found: Vec<(usize, Tended)> = Vec::new();

@@ -34,6 +34,7 @@ mod internals;
 mod lost;
 mod members;
 mod provenance;
+mod record_log;
 mod recreated;
 mod run;
 pub(crate) mod schemas;
@@ -155,6 +156,8 @@ pub struct FlowRunner {
     partition_series: bool,
     /// See [`FlowContext::schemas`].
     schemas: Option<Arc<refract_schema::Translator>>,
+    /// Its per-record warnings in the current minute (see `record_log`).
+    record_log: Mutex<record_log::RecordLog>,
 }
 
 impl FlowRunner {
@@ -191,6 +194,7 @@ impl FlowRunner {
             throttle,
             partition_series,
             schemas,
+            record_log: Mutex::default(),
         }
     }
 
