@@ -26,6 +26,7 @@ mod convert;
 mod emit;
 #[cfg(test)]
 mod reference;
+mod registry;
 mod security;
 #[cfg(test)]
 mod security_tests;

@@ -13,8 +13,22 @@
 
 use refract_telemetry::{Counter, Gauge, Histogram, Metrics, MetricsError, SecondsCounter, Stat};
 
+mod cluster;
+mod schemas;
+
+pub use cluster::ClusterMetrics;
+
 /// Metric names and shared constants.
 pub mod names {
+    pub use super::cluster::{
+        CLUSTER_DUTIES, CLUSTER_HANDOVER_BUCKETS, CLUSTER_HANDOVER_SECONDS, CLUSTER_MEMBERS,
+        CLUSTER_REBALANCES_TOTAL, CLUSTER_TASKS,
+    };
+    pub use super::schemas::{
+        SCHEMA_CACHE_MISSES_TOTAL, SCHEMA_REGISTERED_TOTAL, SCHEMA_REGISTRY_ERRORS_TOTAL,
+        SCHEMA_TRANSLATIONS_TOTAL,
+    };
+
     /// Prefix of every MirrorSourceConnector series (for [`Metrics::remove`](refract_telemetry::Metrics::remove)).
     pub const MIRROR_SOURCE_PREFIX: &str = "kafka_connect_mirror_mirrorsourceconnector_";
     /// Prefix of every MirrorCheckpointConnector series.
@@ -87,27 +101,6 @@ pub mod names {
     /// Records the source deleted before the flow mirrored them (retention, DeleteRecords), per
     /// replicated partition.
     pub const RECORDS_LOST_TOTAL: &str = "refract_records_lost_total";
-    /// Framed keys and values whose schema id was translated, per flow.
-    pub const SCHEMA_TRANSLATIONS_TOTAL: &str = "refract_schema_translations_total";
-    /// Translations that had to ask the registries (an id seen for the first time), per flow.
-    pub const SCHEMA_CACHE_MISSES_TOTAL: &str = "refract_schema_cache_misses_total";
-    /// Schemas registered on (or found in) the target registry, per flow and target cluster.
-    pub const SCHEMA_REGISTERED_TOTAL: &str = "refract_schema_registered_total";
-    /// Failed schema-registry requests, per flow and cluster whose registry failed.
-    pub const SCHEMA_REGISTRY_ERRORS_TOTAL: &str = "refract_schema_registry_errors_total";
-    /// Tasks of the flow this process holds now, per flow (cluster mode).
-    pub const CLUSTER_TASKS: &str = "refract_cluster_tasks";
-    /// Members of the flow's process group as last seen (0 when unknown), per flow (cluster
-    /// mode).
-    pub const CLUSTER_MEMBERS: &str = "refract_cluster_members";
-    /// 1 while this process runs the flow's once-per-flow duties (it holds task 0), else 0,
-    /// per flow (cluster mode).
-    pub const CLUSTER_DUTIES: &str = "refract_cluster_duties";
-    /// Task assignments this process received (each assign or revoke), per flow (cluster mode).
-    pub const CLUSTER_REBALANCES_TOTAL: &str = "refract_cluster_rebalances_total";
-    /// Time to drain and release tasks that moved to another process (flush, commit, stop), per
-    /// flow (cluster mode).
-    pub const CLUSTER_HANDOVER_SECONDS: &str = "refract_cluster_handover_seconds";
 
     /// Every series name above.
     pub const ALL: &[&str] = &[
@@ -155,10 +148,6 @@ pub mod names {
         0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     ];
 
-    /// Bucket bounds of [`CLUSTER_HANDOVER_SECONDS`]: 50 ms to 60 s.
-    pub const CLUSTER_HANDOVER_BUCKETS: &[f64] =
-        &[0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
-
     /// Bucket bounds of [`PLUGIN_CALL_DURATION_SECONDS`]: 10 µs to 1 s, 1-2.5-5 per decade.
     pub const PLUGIN_CALL_DURATION_BUCKETS: &[f64] = &[
         0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
@@ -183,11 +172,6 @@ const PLUGIN_TIMEOUTS_HELP: &str =
     "Plugin calls interrupted for exceeding their time limit (calls).";
 const PLUGIN_DURATION_HELP: &str = "Wall-clock duration of one plugin call (seconds).";
 const PLUGIN_LIMIT_HITS_HELP: &str = "Plugin calls stopped by a sandbox budget: deadline (call_timeout), memory (memory_limit), outputs (max_outputs_per_record, max_outputs_per_call) or bytes (max_output_bytes) (calls).";
-const SCHEMA_TRANSLATIONS_HELP: &str = "Framed keys and values that left with their schema id translated to the target registry's (fields; schemas = \"translate\").";
-const SCHEMA_CACHE_MISSES_HELP: &str = "Schema-id translations that asked the registries because the id was new for its remote topic (fields).";
-const SCHEMA_REGISTERED_HELP: &str = "Schemas registered on the target cluster's registry, or found there already, by translation and subject sync (schemas).";
-const SCHEMA_REGISTRY_ERRORS_HELP: &str =
-    "Schema-registry requests that failed, per cluster whose registry failed them (requests).";
 const DEAD_LETTERED_HELP: &str =
     "Records a processor failed on that were sent to the flow's dead-letter topic (records).";
 const SKIPPED_HELP: &str =
@@ -208,12 +192,6 @@ const PARTITION_ERRORS_HELP: &str = "Failures of a source partition that stopped
 const FLOW_DEGRADED_HELP: &str = "Why the flow is degraded: 1 for each cause that holds now (partition: a source partition paused and retried; recreated: a topic deleted and created again, or a partition truncated, stopped until told what to do; unreachable: a cluster does not answer; stalled: records behind and none acknowledged for a while; checkpoints: checkpoints or group offset sync failing), 0 for the others.";
 const PARTITION_DEGRADED_HELP: &str = "Whether a source partition is degraded: paused and retried with backoff while the other partitions keep flowing (1) or flowing again (0).";
 const RECORDS_LOST_HELP: &str = "Records the source deleted (retention, DeleteRecords) before they were mirrored, per replicated partition: offsets between the flow's position and the partition's log start (records; topic is the remote topic).";
-const CLUSTER_TASKS_HELP: &str = "Tasks of the flow this process holds now (cluster mode; tasks).";
-const CLUSTER_MEMBERS_HELP: &str =
-    "Members of the flow's process group as last seen, 0 when unknown (cluster mode; processes).";
-const CLUSTER_DUTIES_HELP: &str = "Whether this process runs the flow's once-per-flow duties (heartbeats, checkpoints, topic creation, config sync) because it holds task 0 (1) or not (0) (cluster mode).";
-const CLUSTER_REBALANCES_HELP: &str = "Task assignments this process received for the flow, each assign or revoke (cluster mode; assignments).";
-const CLUSTER_HANDOVER_HELP: &str = "Time to drain and release tasks of the flow that moved to another process: flush, commit and stop (cluster mode; seconds).";
 
 /// Series of one replicated partition: MirrorSourceConnector's MBean plus refract's lag.
 #[derive(Debug, Clone)]
@@ -458,32 +436,6 @@ impl PluginMetrics {
     }
 }
 
-/// Series of one flow in cluster mode, where several processes share the flow's tasks through
-/// a consumer group. Register them only for a flow run in cluster mode: without it these series
-/// do not exist (the example alert `FlowUnowned` relies on that).
-#[derive(Debug, Clone)]
-pub struct ClusterMetrics {
-    /// Set to the number of the flow's tasks this process holds now.
-    pub tasks: Gauge,
-    /// Set to the number of members of the flow's group as last seen (0 when unknown).
-    pub members: Gauge,
-    /// 1 while this process holds task 0 and so runs the flow's once-per-flow duties
-    /// (heartbeats, checkpoints, topic creation, config sync), else 0; see
-    /// [`ClusterMetrics::set_duties`].
-    pub duties: Gauge,
-    /// Count each task assignment received (each assign or revoke).
-    pub rebalances: Counter,
-    /// Observe the time to drain and release tasks that moved away (flush, commit, stop).
-    pub handover: Histogram,
-}
-
-impl ClusterMetrics {
-    /// Sets `refract_cluster_duties` to 1 when this process holds the flow's duties, else 0.
-    pub fn set_duties(&self, held: bool) {
-        self.duties.set(if held { 1.0 } else { 0.0 });
-    }
-}
-
 /// Outcome of a configuration reload, the `result` label of `refract_reloads_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReloadResult {
@@ -712,19 +664,7 @@ impl RefractSeries for Metrics {
     }
 
     fn cluster(&self, flow: &str) -> Result<ClusterMetrics, MetricsError> {
-        let labels = [("flow", flow)];
-        Ok(ClusterMetrics {
-            tasks: self.gauge(CLUSTER_TASKS, CLUSTER_TASKS_HELP, &labels)?,
-            members: self.gauge(CLUSTER_MEMBERS, CLUSTER_MEMBERS_HELP, &labels)?,
-            duties: self.gauge(CLUSTER_DUTIES, CLUSTER_DUTIES_HELP, &labels)?,
-            rebalances: self.counter(CLUSTER_REBALANCES_TOTAL, CLUSTER_REBALANCES_HELP, &labels)?,
-            handover: self.histogram(
-                CLUSTER_HANDOVER_SECONDS,
-                CLUSTER_HANDOVER_HELP,
-                CLUSTER_HANDOVER_BUCKETS,
-                &labels,
-            )?,
-        })
+        cluster::metrics(self, flow)
     }
 
     fn remove_flow(&self, flow: &str) -> usize {
@@ -737,32 +677,7 @@ impl RefractSeries for Metrics {
         source: &str,
         target: &str,
     ) -> Result<refract_schema::SchemaCounters, MetricsError> {
-        let errors = |cluster: &str| {
-            self.counter(
-                SCHEMA_REGISTRY_ERRORS_TOTAL,
-                SCHEMA_REGISTRY_ERRORS_HELP,
-                &[("flow", flow), ("cluster", cluster)],
-            )
-        };
-        Ok(refract_schema::SchemaCounters {
-            translations: self.counter(
-                SCHEMA_TRANSLATIONS_TOTAL,
-                SCHEMA_TRANSLATIONS_HELP,
-                &[("flow", flow)],
-            )?,
-            cache_misses: self.counter(
-                SCHEMA_CACHE_MISSES_TOTAL,
-                SCHEMA_CACHE_MISSES_HELP,
-                &[("flow", flow)],
-            )?,
-            registered: self.counter(
-                SCHEMA_REGISTERED_TOTAL,
-                SCHEMA_REGISTERED_HELP,
-                &[("flow", flow), ("cluster", target)],
-            )?,
-            source_errors: errors(source)?,
-            target_errors: errors(target)?,
-        })
+        schemas::counters(self, flow, source, target)
     }
 
     fn plugin(&self, plugin: &str, flow: &str) -> Result<PluginMetrics, MetricsError> {

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use super::registry::{take_registry_keys, RegistryOut};
 use super::security::Provider;
 use super::settings::{
     client_key, is_cluster_client_key, is_default_class, is_flow_setting, is_shared_client_key,
@@ -44,13 +45,6 @@ pub(super) struct ClusterOut {
     /// `<alias>.schema.registry.url` (and its basic authentication): the cluster's schema
     /// registry, `[clusters.<alias>.schema_registry]`.
     pub(super) registry: Option<RegistryOut>,
-}
-
-/// A `[clusters.<alias>.schema_registry]` to write.
-pub(super) struct RegistryOut {
-    pub(super) url: (String, Origin),
-    /// `user` and `password` from `<alias>.schema.registry.basic.auth.user.info`.
-    pub(super) basic: Option<(String, String, Origin)>,
 }
 
 /// A `[[flow]]` to write.
@@ -274,23 +268,7 @@ impl<'a> Converter<'a> {
                 .collect();
             self.note(first, format!("{}: Java-only; {hint}", keys.join(", ")));
         }
-        for flow in &mut flows {
-            let registry = |alias: &str| {
-                clusters
-                    .iter()
-                    .find(|c| c.alias == alias)
-                    .and_then(|c| c.registry.as_ref())
-            };
-            if let (Some(_), Some(target)) = (registry(&flow.source), registry(&flow.target)) {
-                flow.entries
-                    .push(("schemas", toml_string("translate"), target.url.1.clone()));
-                let note = format!(
-                    "flow {}->{}: both clusters name a schema.registry.url, so its records' schema ids are translated to the target registry's (schemas = \"translate\"); MirrorMaker 2 copied them as bytes",
-                    flow.source, flow.target
-                );
-                self.note(None, note);
-            }
-        }
+        self.translate_schemas(&clusters, &mut flows);
         if !heartbeat_only.is_empty() {
             self.note(None, format!(
                 "MirrorMaker 2 would also emit heartbeats for {}, whose flows are not enabled; refract emits heartbeats only in enabled flows",
@@ -340,11 +318,11 @@ impl<'a> Converter<'a> {
         &mut self,
         alias: &str,
         clusters_prop: &Prop,
-        own: Vec<(String, Prop)>,
+        mut own: Vec<(String, Prop)>,
         top: &BTreeMap<String, Prop>,
     ) -> Result<ClusterOut, ConfigError> {
         let mut bootstrap = None;
-        let (mut registry_url, mut user_info) = (None, None);
+        let (registry_url, user_info) = take_registry_keys(&mut own);
         let mut tables: [(&'static str, ClientTable); 4] = [
             ("client", BTreeMap::new()),
             ("consumer", BTreeMap::new()),
@@ -360,10 +338,6 @@ impl<'a> Converter<'a> {
         for (rest, prop) in own {
             if rest == "bootstrap.servers" {
                 bootstrap = Some(prop);
-            } else if rest == "schema.registry.url" {
-                registry_url = Some(prop);
-            } else if rest == "schema.registry.basic.auth.user.info" {
-                user_info = Some(prop);
             } else if let Some((role, name)) = role_key(&rest) {
                 let table = ROLES.iter().position(|r| *r == role).map_or(0, |i| i + 1);
                 java[table].insert(name.to_string(), prop);
@@ -410,49 +384,6 @@ impl<'a> Converter<'a> {
             tables,
             registry,
         })
-    }
-
-    /// `<alias>.schema.registry.url` and `<alias>.schema.registry.basic.auth.user.info`
-    /// (`user:password`, as Confluent's serializers read it).
-    fn registry(
-        &mut self,
-        alias: &str,
-        url: Option<Prop>,
-        user_info: Option<Prop>,
-    ) -> Result<Option<RegistryOut>, ConfigError> {
-        let Some(url) = url else {
-            if let Some(p) = user_info {
-                self.other_key(&p, "schema.registry.basic.auth.user.info");
-            }
-            return Ok(None);
-        };
-        let basic = match user_info {
-            None => None,
-            Some(p) => {
-                let value = self.references(&p, p.value.trim())?;
-                match value.split_once(':') {
-                    Some((user, password)) if !value.contains("${") => {
-                        self.note(Some(p.line), format!(
-                            "{} (line {}): a secret written in clear; the converted pipeline carries it as it is: set [clusters.{alias}.schema_registry] user and password = \"${{env:NAME}}\" instead",
-                            p.key, p.line
-                        ));
-                        Some((user.to_string(), password.to_string(), Origin::from(&p)))
-                    }
-                    _ => {
-                        self.note(Some(p.line), format!(
-                            "{} (line {}): left out: refract cannot split a reference into user and password; set [clusters.{alias}.schema_registry] user and password",
-                            p.key, p.line
-                        ));
-                        None
-                    }
-                }
-            }
-        };
-        let value = self.references(&url, url.value.trim())?;
-        Ok(Some(RegistryOut {
-            url: (value, Origin::from(&url)),
-            basic,
-        }))
     }
 
     /// Puts a Java client setting into `table` under its librdkafka name, or reports it.
