@@ -449,6 +449,88 @@ fn translation_under_exactly_once() {
     assert_eq!(refract.stop(), Some(0));
 }
 
+/// A target registry that loses its data and is rebuilt, its ids now naming other schemas:
+/// the cached ids are checked every `schema_sync_interval`, the one that names another schema
+/// now is forgotten, and the next records get the id the target gives the schema anew, never
+/// the old one (which would point consumers at the wrong schema).
+#[test]
+fn a_target_registry_rebuilt_with_other_ids_is_translated_again() {
+    let (ra, _) = registries();
+    let rc = Registry::start();
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("rebuilt");
+    let remote = format!("a.{topic}");
+    a.create_topic(&topic, 1);
+    let id = ra.register(&format!("{topic}-value"), ORDER_V1, "AVRO", &[]);
+    let records: Vec<TestRecord> = (0..10)
+        .map(|i| {
+            record(
+                i,
+                Some(format!("k{i}").into_bytes()),
+                Some(framed(id, &avro_string(&format!("l{i}")))),
+            )
+        })
+        .collect();
+    a.produce(&topic, &records[..5]);
+    let flows = flow(
+        "a",
+        "rebuilt",
+        &format!(
+            "topics = [\"{topic}\"]\nschemas = \"translate\"\nschema_sync_interval = \"1s\"\n"
+        ),
+    );
+    let text = pipeline_with_registries("rebuilt", &ra.url(), &rc.url(), &flows);
+    let mut refract = Refract::start(&text, &[]);
+    refract.wait("the first 5 records on b", || {
+        b.counts(&remote).iter().sum::<i64>() == 5
+    });
+    let first = b.read_all(&remote)[0].clone();
+    let old = id_of(first[0].value.as_deref().unwrap());
+    assert_translated(
+        ra,
+        &rc,
+        records[0].value.as_deref().unwrap(),
+        first[0].value.as_deref().unwrap(),
+    );
+    // Rebuilt empty, other schemas take the ids again, the old one included.
+    rc.wipe();
+    let mut taken = 0;
+    for i in 0.. {
+        taken = rc.register(
+            &format!("unrelated-{i}"),
+            &format!(
+                "{{\"type\":\"fixed\",\"name\":\"G{i}\",\"size\":{}}}",
+                i + 1
+            ),
+            "AVRO",
+            &[],
+        );
+        if taken >= old {
+            break;
+        }
+    }
+    assert!(taken >= old);
+    assert_ne!(
+        rc.schema_by_id(old),
+        ra.schema_by_id(id),
+        "id {old} still names the schema"
+    );
+    refract.wait("the old target id forgotten", || {
+        refract.log_count(&format!("target id {old}")) > 0
+    });
+    a.produce(&topic, &records[5..]);
+    refract.wait("all 10 records on b", || {
+        b.counts(&remote).iter().sum::<i64>() == 10
+    });
+    let mirrored = b.read_all(&remote)[0].clone();
+    for (from, to) in records[5..].iter().zip(&mirrored[5..]) {
+        let to = to.value.as_deref().unwrap();
+        assert_ne!(id_of(to), old, "a record left with the old id");
+        assert_translated(ra, &rc, from.value.as_deref().unwrap(), to);
+    }
+    assert_eq!(refract.stop(), Some(0));
+}
+
 /// Cluster mode: two processes share a translating flow's two tasks, each translating (and
 /// registering) for the partitions it mirrors; both register the same subject, which the
 /// target holds once.

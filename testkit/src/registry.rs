@@ -297,6 +297,20 @@ impl Registry {
             .unwrap_or_else(|log| panic!("Apicurio Registry failed to restart:\n{log}"));
     }
 
+    /// Starts the registry again on the same port with empty storage, as a registry rebuilt
+    /// after losing its data would be: it assigns ids from the start again.
+    pub fn wipe(&self) {
+        self.kill();
+        let entries = std::fs::read_dir(self.dir.path()).expect("the registry's folder");
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("db.") {
+                std::fs::remove_file(entry.path()).expect("removing the registry's storage");
+            }
+        }
+        self.run()
+            .unwrap_or_else(|log| panic!("Apicurio Registry failed to start again:\n{log}"));
+    }
+
     /// One request to `path` (from the root, `/apis/…`) with a JSON `body`: (status, body);
     /// `Err` when the registry does not answer.
     fn request(

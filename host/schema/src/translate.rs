@@ -9,6 +9,7 @@
 //! not answer is a [`TranslateError::Unavailable`] the flow retries, holding the partition.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -54,9 +55,14 @@ impl Field {
 }
 
 /// The last (source id, target id) translated in each field of one partition's records (see
-/// [`Translator::target_id_after`]).
+/// [`Translator::target_id_after`]), and the generation of the translator's cache they were
+/// taken from: when [`Translator::revalidate`] forgets translations, every partition's last
+/// ids are dropped too.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct LastIds([Option<(u32, u32)>; 2]);
+pub struct LastIds {
+    generation: u64,
+    ids: [Option<(u32, u32)>; 2],
+}
 
 /// Why a framed field could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +137,18 @@ pub struct Translator {
     new_topics: Condvar,
     /// Source (subject, version) the subject sync copied, and the target subject it went to.
     synced: Mutex<HashSet<(String, i64, String)>>,
+    /// The schemas the cached ids named when first seen, on the source and the target (both
+    /// read at translation), to tell when an id comes to name another.
+    seen: Mutex<HashMap<(Side, u32), Schema>>,
+    /// Bumped each time cached translations are forgotten.
+    generation: AtomicU64,
+}
+
+/// Which registry an id belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Side {
+    Source,
+    Target,
 }
 
 /// What `/status` shows of a flow's translation.
@@ -170,6 +188,8 @@ impl Translator {
             topics: Mutex::new((BTreeSet::new(), false)),
             new_topics: Condvar::new(),
             synced: Mutex::new(HashSet::new()),
+            seen: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -255,7 +275,14 @@ impl Translator {
         let Some(id) = bytes.and_then(framed_id) else {
             return Ok(None);
         };
-        let seen = &mut last.0[field.index()];
+        let generation = self.generation.load(Ordering::Acquire);
+        if last.generation != generation {
+            *last = LastIds {
+                generation,
+                ids: [None; 2],
+            };
+        }
+        let seen = &mut last.ids[field.index()];
         if let Some((source, target)) = *seen {
             if source == id {
                 return Ok(Some(target));
@@ -372,7 +399,10 @@ impl Translator {
         id: u32,
     ) -> Result<u32, TranslateError> {
         let schema = match self.source.schema_by_id(id) {
-            Ok(s) => s,
+            Ok(s) => {
+                self.lock_seen().insert((Side::Source, id), s.clone());
+                s
+            }
             Err(RegistryError::NotFound(m)) => {
                 self.source_error();
                 return Err(TranslateError::Permanent(format!(
@@ -399,6 +429,12 @@ impl Translator {
                 )),
                 other => other,
             })?;
+        // What the target id names now, so that a later revalidation can tell when it names
+        // another schema (as the target returns it: its text may differ from what was sent).
+        // Without an answer, the first revalidation notes it instead.
+        if let Ok(named) = self.target.schema_by_id(target) {
+            self.lock_seen().insert((Side::Target, target), named);
+        }
         info!(flow = %self.flow, "schema id {id} of {source_topic} ({}) is id {target} under subject {subject} on {}", field.as_str(), self.target.cluster);
         Ok(target)
     }
@@ -519,6 +555,111 @@ impl Translator {
         if let Some(c) = &self.counters {
             c.target_errors.inc();
         }
+    }
+
+    /// Checks the cached translations against both registries (the subject sync runs it every
+    /// `schema_sync_interval`): a source id the source registry no longer knows or that now
+    /// names another schema (a rebuilt registry reusing ids), and a target id the target
+    /// registry no longer knows or that now names another schema (a registry that lost its
+    /// data), are forgotten, with every translation through them, so their next record asks
+    /// the registries again. What the subject sync copied and the references registered are
+    /// forgotten too when a target id was, so they are copied again. The number of cached
+    /// translations forgotten; nothing is forgotten when a registry does not answer.
+    pub fn revalidate(&self) -> Result<usize, TranslateError> {
+        let cached: Vec<(String, u32, Field, u32)> = self
+            .ids
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .flat_map(|(topic, ids)| {
+                ids.iter()
+                    .map(move |(&(source, field), &target)| (topic.clone(), source, field, target))
+            })
+            .collect();
+        let sources: BTreeSet<u32> = cached.iter().map(|c| c.1).collect();
+        let targets: BTreeSet<u32> = cached.iter().map(|c| c.3).collect();
+        let mut stale: HashSet<(Side, u32)> = HashSet::new();
+        for (side, ids) in [(Side::Source, &sources), (Side::Target, &targets)] {
+            let client = match side {
+                Side::Source => &self.source,
+                Side::Target => &self.target,
+            };
+            for &id in ids {
+                match client.schema_by_id(id) {
+                    Ok(now) => {
+                        let mut seen = self.lock_seen();
+                        match seen.get(&(side, id)) {
+                            Some(was) if *was != now => {
+                                stale.insert((side, id));
+                                seen.insert((side, id), now);
+                            }
+                            Some(_) => {}
+                            None => {
+                                seen.insert((side, id), now);
+                            }
+                        }
+                    }
+                    Err(RegistryError::NotFound(_)) => {
+                        stale.insert((side, id));
+                        self.lock_seen().remove(&(side, id));
+                    }
+                    Err(e) => {
+                        match side {
+                            Side::Source => self.source_error(),
+                            Side::Target => self.target_error(),
+                        }
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        if stale.is_empty() {
+            return Ok(0);
+        }
+        let forgotten = self.forget(|source, target| {
+            stale.contains(&(Side::Source, source)) || stale.contains(&(Side::Target, target))
+        });
+        if stale.iter().any(|(side, _)| *side == Side::Target) {
+            self.lock_refs().clear();
+            self.synced
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        }
+        let mut named: Vec<String> = stale
+            .iter()
+            .map(|(side, id)| {
+                let side = match side {
+                    Side::Source => "source",
+                    Side::Target => "target",
+                };
+                format!("{side} id {id}")
+            })
+            .collect();
+        named.sort();
+        info!(flow = %self.flow, "schema ids no longer named the schemas they were translated to or from ({}): {forgotten} cached translations forgotten; their next records ask the registries again", named.join(", "));
+        Ok(forgotten)
+    }
+
+    /// Forgets the cached translations `(source id, target id)` that `stale` picks, and every
+    /// partition's last ids; how many were forgotten.
+    fn forget(&self, stale: impl Fn(u32, u32) -> bool) -> usize {
+        let mut forgotten = 0;
+        {
+            let mut ids = self.ids.write().unwrap_or_else(|e| e.into_inner());
+            for topic in ids.values_mut() {
+                let before = topic.len();
+                topic.retain(|&(source, _), &mut target| !stale(source, target));
+                forgotten += before - topic.len();
+            }
+            ids.retain(|_, topic| !topic.is_empty());
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        forgotten
+    }
+
+    fn lock_seen(&self) -> std::sync::MutexGuard<'_, HashMap<(Side, u32), Schema>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Copies the subjects of `topics` (source topic, remote topic): every version of
@@ -709,23 +850,22 @@ mod tests {
             t.target_id_after(last, "orders", "a.orders", Field::Value, Some(&framed(id)))
         };
         assert_eq!(value(&mut last, 7), Ok(Some(70)), "from the shared cache");
-        assert_eq!(last, LastIds([None, Some((7, 70))]));
+        assert_eq!(last.ids, [None, Some((7, 70))]);
         // The partition's last ids are asked first: the shared cache does not hold 8.
-        let mut primed = LastIds([None, Some((8, 80))]);
+        let mut primed = LastIds {
+            generation: 0,
+            ids: [None, Some((8, 80))],
+        };
         assert_eq!(value(&mut primed, 8), Ok(Some(80)));
         // Another id falls through to the shared cache, then to the registries (down here).
         t.remember("a.orders", 9, Field::Value, 90);
         assert_eq!(value(&mut last, 9), Ok(Some(90)));
-        assert_eq!(last, LastIds([None, Some((9, 90))]));
+        assert_eq!(last.ids, [None, Some((9, 90))]);
         assert!(matches!(
             value(&mut last, 10),
             Err(TranslateError::Unavailable(_))
         ));
-        assert_eq!(
-            last,
-            LastIds([None, Some((9, 90))]),
-            "a failure is not kept"
-        );
+        assert_eq!(last.ids, [None, Some((9, 90))], "a failure is not kept");
         assert_eq!(counters.cache_misses.get(), 1);
         // Keys are a field of their own; unframed bytes pass.
         let key = t.target_id_after(&mut last, "orders", "a.orders", Field::Key, Some(b"k1"));
@@ -736,5 +876,33 @@ mod tests {
         t.count(0);
         assert_eq!(counters.translations.get(), 3);
         assert_eq!(t.stats().translated, 3);
+    }
+
+    #[test]
+    fn forgetting_drops_the_partitions_last_ids_too() {
+        let (t, _) = offline();
+        t.remember("a.orders", 7, Field::Value, 70);
+        t.remember("a.orders", 9, Field::Value, 90);
+        t.remember("a.other", 7, Field::Key, 71);
+        let framed = |id: u32| wire::reframe(&[0, 0, 0, 0, 0, 1], id);
+        let mut last = LastIds::default();
+        let value = |last: &mut LastIds, id: u32| {
+            t.target_id_after(last, "orders", "a.orders", Field::Value, Some(&framed(id)))
+        };
+        assert_eq!(value(&mut last, 7), Ok(Some(70)));
+        // A registry that does not answer forgets nothing.
+        assert!(matches!(
+            t.revalidate(),
+            Err(TranslateError::Unavailable(_))
+        ));
+        assert_eq!(value(&mut last, 7), Ok(Some(70)));
+        assert_eq!(t.forget(|source, _| source == 7), 2);
+        // The partition's last ids were of the old generation: 7 is asked of the registries.
+        assert!(matches!(
+            value(&mut last, 7),
+            Err(TranslateError::Unavailable(_))
+        ));
+        assert_eq!(value(&mut last, 9), Ok(Some(90)));
+        assert_eq!(last.ids, [None, Some((9, 90))]);
     }
 }

@@ -79,8 +79,9 @@ pub(crate) fn translator(
     ))))
 }
 
-/// Copies the subjects of the topics the flow's tasks in this process mirror, at start (as
-/// soon as a task has discovered its topics) and every `schema_sync_interval`, until `stop`.
+/// Checks the cached translations ([`Translator::revalidate`]) and copies the subjects of the
+/// topics the flow's tasks in this process mirror, at start (as soon as a task has discovered
+/// its topics) and every `schema_sync_interval`, until `stop`.
 pub(crate) fn sync_subjects(translator: &Translator, interval: Duration, stop: &AtomicBool) {
     let mut next = Instant::now();
     let mut failing = false;
@@ -93,7 +94,12 @@ pub(crate) fn sync_subjects(translator: &Translator, interval: Duration, stop: &
         if topics.is_empty() {
             continue;
         }
-        match translator.sync_subjects(&topics) {
+        // The cached translations are checked first, so what a lost target registry forgot is
+        // copied again in the same round.
+        let round = translator
+            .revalidate()
+            .and_then(|_| translator.sync_subjects(&topics));
+        match round {
             Ok(copied) => {
                 if failing {
                     info!(flow = %translator.flow(), "subject sync works again");
