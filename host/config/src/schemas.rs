@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::flow::OnError;
-use crate::secrets::Value;
+use crate::secrets::{Resolver, Value};
 
 /// Defaults of the schema keys.
 pub mod schema_defaults {
@@ -39,6 +39,9 @@ pub struct SchemaRegistry {
     pub key: Option<PathBuf>,
     /// One request's bound (connect, send and read).
     pub timeout: Duration,
+    /// Where `${file:…}` references of relative paths start (the pipeline file's folder), to
+    /// read the credentials again.
+    base: PathBuf,
 }
 
 impl std::fmt::Debug for SchemaRegistry {
@@ -76,7 +79,43 @@ impl SchemaRegistry {
             cert: tls.cert,
             key: tls.key,
             timeout,
+            base: PathBuf::new(),
         }
+    }
+
+    /// The same registry, its relative `${file:…}` references starting at `base`.
+    pub(crate) fn with_base(mut self, base: PathBuf) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// The registry with its credentials read again from their references (`${file:…}`,
+    /// `${env:…}`): a token or password rotated in its file since the pipeline was loaded.
+    /// `Ok(None)` when no credential holds a reference, so none can have changed. The error
+    /// names the reference, never a value.
+    pub fn credentials_again(&self) -> Result<Option<SchemaRegistry>, String> {
+        let referenced = [&self.user, &self.password, &self.token]
+            .iter()
+            .any(|v| v.as_ref().is_some_and(|v| v.written.is_some()));
+        if !referenced {
+            return Ok(None);
+        }
+        let env = |name: &str| std::env::var(name);
+        let resolver = Resolver {
+            base: &self.base,
+            env: &env,
+        };
+        let again = |v: &Option<Value>| -> Result<Option<Value>, String> {
+            match v.as_ref().and_then(|v| v.written.as_deref()) {
+                Some(written) => resolver.resolve(written).map(Some),
+                None => Ok(v.clone()),
+            }
+        };
+        let mut fresh = self.clone();
+        fresh.user = again(&self.user)?;
+        fresh.password = again(&self.password)?;
+        fresh.token = again(&self.token)?;
+        Ok(Some(fresh))
     }
 
     /// The URL as it may be shown: as written when it held references.

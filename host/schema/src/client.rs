@@ -8,12 +8,13 @@
 //! no). They name the registry by cluster and URL, never the credentials; the registry's own
 //! text in them is cut short and stripped of control characters.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use refract_config::SchemaRegistry;
 use serde_json::{json, Value};
+use tracing::info;
 
 /// After a failure that trying again may cure, further requests fail at once for this long:
 /// one registry outage costs each flow thread one timeout, not one per partition.
@@ -71,7 +72,10 @@ pub struct RegistryClient {
     base: String,
     shown: String,
     agent: ureq::Agent,
-    authorization: Option<String>,
+    /// The registry as configured, to read its credentials again when they are refused.
+    config: SchemaRegistry,
+    /// The `Authorization` header sent (never logged).
+    authorization: RwLock<Option<String>>,
     /// The last failure while no request succeeded since: until when requests fail fast, and
     /// why.
     down: Mutex<Option<(Instant, String)>>,
@@ -129,22 +133,41 @@ impl RegistryClient {
             .timeout(config.timeout)
             .user_agent(concat!("refract/", env!("CARGO_PKG_VERSION")))
             .build();
-        let authorization = if let Some((user, password)) = config.basic_auth() {
-            Some(format!(
-                "Basic {}",
-                openssl::base64::encode_block(format!("{user}:{password}").as_bytes())
-            ))
-        } else {
-            config.bearer_token().map(|t| format!("Bearer {t}"))
-        };
         Ok(Arc::new(Self {
             cluster: cluster.to_string(),
             base: config.url.clone(),
             shown,
             agent,
-            authorization,
+            config: config.clone(),
+            authorization: RwLock::new(authorization(config)),
             down: Mutex::new(None),
         }))
+    }
+
+    /// After the registry refused the credentials (401, 403): reads them again from their
+    /// references and takes them when they changed (a token or password rotated in its file).
+    /// Whether they did; why not, for the error, when they did not.
+    fn renew_credentials(&self) -> Result<(), String> {
+        let fresh = match self.config.credentials_again() {
+            Ok(Some(fresh)) => authorization(&fresh),
+            Ok(None) => {
+                return Err("they hold no ${file:…} or ${env:…} reference to read again".into())
+            }
+            Err(e) => return Err(format!("reading them again failed: {e}")),
+        };
+        let mut current = self
+            .authorization
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if *current == fresh {
+            return Err("read again from their references: unchanged".into());
+        }
+        *current = fresh;
+        info!(
+            "cluster {}'s schema registry {} refused the credentials; they changed in their references since they were read, retrying with the new ones",
+            self.cluster, self.shown
+        );
+        Ok(())
     }
 
     /// The registry's URL as it may be shown.
@@ -289,6 +312,18 @@ impl RegistryClient {
         if let Some(why) = self.failing_fast() {
             return Err(RegistryError::Unavailable(why));
         }
+        self.attempt(method, path, body, true)
+    }
+
+    /// One request; when the registry refuses the credentials and `renew`, once more with
+    /// credentials read again, if they changed.
+    fn attempt(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        renew: bool,
+    ) -> Result<Value, RegistryError> {
         let mut request = self
             .agent
             .request(method, &format!("{}{path}", self.base))
@@ -296,10 +331,15 @@ impl RegistryClient {
                 "Accept",
                 "application/vnd.schemaregistry.v1+json, application/json",
             );
-        if let Some(auth) = &self.authorization {
+        if let Some(auth) = self
+            .authorization
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_deref()
+        {
             request = request.set("Authorization", auth);
         }
-        let result = match body {
+        let result = match body.clone() {
             Some(body) => request
                 .set("Content-Type", "application/vnd.schemaregistry.v1+json")
                 .send_string(&body.to_string()),
@@ -333,6 +373,10 @@ impl RegistryClient {
                     .and_then(|v| v.get("error_code").and_then(Value::as_i64))
                     .is_some_and(|code| (40400..40500).contains(&code));
                 match status {
+                    401 | 403 if renew => match self.renew_credentials() {
+                        Ok(()) => return self.attempt(method, path, body, false),
+                        Err(why) => RegistryError::Unavailable(format!("{m} (credentials {why})")),
+                    },
                     404 if coded => return Err(RegistryError::NotFound(m)),
                     404 => RegistryError::Unavailable(format!(
                         "{m} (an answer without a schema-registry error code: is the URL the registry API's base, e.g. .../apis/ccompat/v7 for Apicurio?)"
@@ -350,6 +394,18 @@ impl RegistryClient {
                 Some((Instant::now() + FAIL_FAST, why.clone()));
         }
         Err(error)
+    }
+}
+
+/// The `Authorization` header for `config`'s credentials: basic or bearer, or none.
+fn authorization(config: &SchemaRegistry) -> Option<String> {
+    if let Some((user, password)) = config.basic_auth() {
+        Some(format!(
+            "Basic {}",
+            openssl::base64::encode_block(format!("{user}:{password}").as_bytes())
+        ))
+    } else {
+        config.bearer_token().map(|t| format!("Bearer {t}"))
     }
 }
 
@@ -480,5 +536,78 @@ mod tests {
         );
         let long = "x".repeat(1000);
         assert_eq!(clean(&long).chars().count(), TEXT_CAP + 3);
+    }
+
+    /// A registry stand-in that answers `GET /subjects` with `[]` when the bearer token is the
+    /// one it holds now, else 401; serves until the test ends.
+    fn guarded(token: Arc<Mutex<String>>) -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut authorized = false;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let want = format!("bearer {}", token.lock().unwrap()).to_lowercase();
+                    if line.to_lowercase().trim_end() == format!("authorization: {want}") {
+                        authorized = true;
+                    }
+                }
+                let (status, body) = if authorized {
+                    ("200 OK", "[]".to_string())
+                } else {
+                    (
+                        "401 Unauthorized",
+                        r#"{"error_code":40101,"message":"Unauthorized"}"#.into(),
+                    )
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[test]
+    fn a_token_rotated_in_its_file_is_read_again_when_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "first-token-111").unwrap();
+        let served = Arc::new(Mutex::new("first-token-111".to_string()));
+        let url = guarded(served.clone());
+        let text = format!(
+            "[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.a.schema_registry]\nurl = \"{url}\"\ntoken = \"${{file:{}}}\"\n[clusters.b]\nbootstrap = \"b:9092\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n",
+            file.display()
+        );
+        let p = refract_config::Pipeline::parse(&dir.path().join("p.toml"), &text).unwrap();
+        let client =
+            RegistryClient::new("a", p.clusters["a"].schema_registry.as_ref().unwrap()).unwrap();
+        assert_eq!(client.probe(), Ok(0));
+        // Rotated: the registry takes only the new token, which the file now holds.
+        *served.lock().unwrap() = "second-token-222".into();
+        std::fs::write(&file, "second-token-222").unwrap();
+        assert_eq!(client.probe(), Ok(0));
+        assert_eq!(client.down(), None);
+        // Refused with what the file holds: an outage naming why, never a token.
+        *served.lock().unwrap() = "third-token-333".into();
+        let Err(RegistryError::Unavailable(why)) = client.probe() else {
+            panic!("a refusal is not an outage");
+        };
+        assert!(
+            why.contains("HTTP 401") && why.contains("unchanged"),
+            "{why}"
+        );
+        for secret in ["first-token", "second-token", "third-token"] {
+            assert!(!why.contains(secret), "{why}");
+        }
     }
 }

@@ -116,7 +116,7 @@ impl Builder<'_> {
             raw.timeout,
             schema_defaults::TIMEOUT,
         )?;
-        Ok(SchemaRegistry::new(url, auth, tls, timeout))
+        Ok(SchemaRegistry::new(url, auth, tls, timeout).with_base(self.base.clone()))
     }
 
     /// A flow's `schemas`, `schema_fields`, `schema_on_error`, `schema_subjects` and
