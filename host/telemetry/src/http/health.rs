@@ -7,6 +7,7 @@
 //! reload runs; and in the usual case it still sees the state as of its own arrival.
 
 use std::io;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -78,11 +79,15 @@ pub(super) struct Health {
 
 impl Health {
     /// Starts reading `handler`'s health; returns once the first reading is published (or
-    /// after [`FIRST_READ`], if the handler is that slow).
-    pub(super) fn start(handler: Arc<dyn Endpoints>) -> io::Result<Self> {
+    /// after [`FIRST_READ`], if the handler is that slow). If the reading thread is still in
+    /// the handler when dropped and the grace period is over, it is counted in `left_running`.
+    pub(super) fn start(
+        handler: Arc<dyn Endpoints>,
+        left_running: &Arc<AtomicUsize>,
+    ) -> io::Result<Self> {
         let wake = Arc::new(Wake::default());
         let (publish, published) = watch::channel(None);
-        let mut threads = Threads::new();
+        let mut threads = Threads::new(left_running);
         let reader = Arc::clone(&wake);
         threads.spawn("refract-http-health", move || {
             read(&*handler, &reader, &publish)
@@ -226,7 +231,7 @@ mod tests {
     async fn a_probe_sees_the_state_as_of_its_arrival() {
         let probe = Arc::new(Probe::default());
         probe.healthy.store(true, Ordering::SeqCst);
-        let health = Health::start(probe.clone()).unwrap();
+        let health = Health::start(probe.clone(), &Arc::default()).unwrap();
         assert_eq!(
             probe.reads.load(Ordering::SeqCst),
             1,
@@ -253,7 +258,7 @@ mod tests {
         let probe = Arc::new(Probe::default());
         probe.healthy.store(true, Ordering::SeqCst);
         probe.stuck.store(true, Ordering::SeqCst);
-        let health = Health::start(probe.clone()).unwrap();
+        let health = Health::start(probe.clone(), &Arc::default()).unwrap();
         // The second read never ends: each probe waits FRESH_WAIT, then gets the first.
         for _ in 0..3 {
             let asked = Instant::now();

@@ -43,7 +43,7 @@ mod tls;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -180,7 +180,8 @@ pub struct Server {
     addr: SocketAddr,
     https: bool,
     stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Ends with how many of the endpoint's threads were left running.
+    thread: Option<JoinHandle<usize>>,
 }
 
 impl Server {
@@ -199,23 +200,27 @@ impl Server {
     }
 
     /// Stops accepting and closes every connection; waits for the endpoint's thread to end.
-    pub fn shutdown(mut self) {
-        self.stop_serving();
+    /// A handler still answering is given a second to finish; returns how many of the
+    /// endpoint's threads (handlers, the health reader) were still busy then and were left to
+    /// end on their own (each time also logged). Normally 0.
+    pub fn shutdown(mut self) -> usize {
+        self.stop_serving()
     }
 
-    fn stop_serving(&mut self) {
+    fn stop_serving(&mut self) -> usize {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        match self.thread.take() {
+            Some(thread) => thread.join().unwrap_or(0),
+            None => 0,
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop_serving();
+        let _ = self.stop_serving();
     }
 }
 
@@ -265,10 +270,16 @@ pub fn serve(
         .build()
         .map_err(start_error)?;
     let https = tls.is_some();
+    let left_running = Arc::new(AtomicUsize::new(0));
     let shared = Arc::new(Shared {
-        health: Health::start(Arc::clone(&handler)).map_err(start_error)?,
-        pool: Pool::start("refract-http-handler", HANDLER_THREADS, HANDLER_QUEUE)
-            .map_err(start_error)?,
+        health: Health::start(Arc::clone(&handler), &left_running).map_err(start_error)?,
+        pool: Pool::start(
+            "refract-http-handler",
+            HANDLER_THREADS,
+            HANDLER_QUEUE,
+            &left_running,
+        )
+        .map_err(start_error)?,
         handler,
         access: Access::new(&options, https),
         connections: Connections::new(MAX_CONNECTIONS),
@@ -279,9 +290,12 @@ pub fn serve(
         .name("refract-http".into())
         .spawn(move || {
             runtime.block_on(accept_loop(listener, shared, tls, stopped));
-            // Dropping the connections' tasks drops the handler threads and the health reader,
-            // which are waited for briefly (a stuck handler is not).
+            // Dropping the connections' tasks closes their sockets (a client waiting for its
+            // answer, or yet to send its request, sees the connection close) and drops the
+            // last `Shared`: the handler threads and the health reader are waited for briefly
+            // (a stuck handler is not, and is counted).
             runtime.shutdown_background();
+            left_running.load(Ordering::SeqCst)
         })
         .map_err(start_error)?;
     Ok(Server {

@@ -6,10 +6,12 @@
 //! full is refused at once (503 with `Retry-After`), and a queued request whose client is gone
 //! (timed out, disconnected) is dropped before it runs.
 
+use std::collections::HashSet;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 use http_body_util::Full;
@@ -49,11 +51,18 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    /// Starts `threads` threads named `name` behind a queue of at most `queued` jobs.
-    pub(super) fn start(name: &str, threads: usize, queued: usize) -> io::Result<Self> {
+    /// Starts `threads` threads named `name` behind a queue of at most `queued` jobs; a thread
+    /// still running a job when the pool is dropped and the grace period is over is counted in
+    /// `left_running`.
+    pub(super) fn start(
+        name: &str,
+        threads: usize,
+        queued: usize,
+        left_running: &Arc<AtomicUsize>,
+    ) -> io::Result<Self> {
         let (queue, tasks) = mpsc::sync_channel::<Task>(queued);
         let tasks = Arc::new(Mutex::new(tasks));
-        let mut crew = Threads::new();
+        let mut crew = Threads::new(left_running);
         for _ in 0..threads {
             let tasks = Arc::clone(&tasks);
             crew.spawn(name, move || work(&tasks))?;
@@ -106,27 +115,37 @@ fn work(tasks: &Mutex<Receiver<Task>>) {
 /// Threads the endpoint owns: on shutdown each is waited for, within a grace period.
 pub(super) struct Threads {
     handles: Vec<JoinHandle<()>>,
-    exited: mpsc::Sender<()>,
+    exited: mpsc::Sender<ThreadId>,
     /// (In a mutex only so that the endpoint's shared state is `Sync`.)
-    exits: Mutex<Receiver<()>>,
+    exits: Mutex<Receiver<ThreadId>>,
+    /// Adds the threads [`join_within`](Self::join_within) had to leave running.
+    left_running: Arc<AtomicUsize>,
 }
 
-/// Says that its thread has ended, however it ends (a panic too).
-struct Exit(mpsc::Sender<()>);
+/// Says that its thread is done with its work, however it ends (a panic too), and which
+/// thread it is.
+///
+/// It is sent from inside the thread's closure, so for a moment after it the thread is still
+/// alive (returning from the closure, storing its result, running its thread-local
+/// destructors) and [`JoinHandle::is_finished`] is still false: only the thread's id says which
+/// threads are done.
+struct Exit(mpsc::Sender<ThreadId>);
 
 impl Drop for Exit {
     fn drop(&mut self) {
-        let _ = self.0.send(());
+        let _ = self.0.send(std::thread::current().id());
     }
 }
 
 impl Threads {
-    pub(super) fn new() -> Self {
+    /// No threads yet; those left running at shutdown are added to `left_running`.
+    pub(super) fn new(left_running: &Arc<AtomicUsize>) -> Self {
         let (exited, exits) = mpsc::channel();
         Self {
             handles: Vec::new(),
             exited,
             exits: Mutex::new(exits),
+            left_running: Arc::clone(left_running),
         }
     }
 
@@ -148,25 +167,33 @@ impl Threads {
     }
 
     /// Waits at most `grace` for every thread (already told to stop) to end, and joins those
-    /// that did; a thread stuck in a handler is left to end on its own.
+    /// that did; a thread stuck in a handler is left to end on its own, logged and added to
+    /// the counter given to [`new`](Self::new).
     pub(super) fn join_within(&mut self, grace: Duration) {
         let deadline = Instant::now() + grace;
-        let mut ended = 0;
+        let mut ended = HashSet::new();
         let exits = lock(&self.exits);
-        while ended < self.handles.len() {
+        while ended.len() < self.handles.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             match exits.recv_timeout(left) {
-                Ok(()) => ended += 1,
+                Ok(id) => {
+                    ended.insert(id);
+                }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }
         drop(exits);
-        let (done, stuck): (Vec<_>, Vec<_>) =
-            self.handles.drain(..).partition(JoinHandle::is_finished);
+        // A thread that said it is done has left its work behind: joining it waits only for
+        // it to return from its closure. (`is_finished` would call it stuck for that moment.)
+        let (done, stuck): (Vec<_>, Vec<_>) = self
+            .handles
+            .drain(..)
+            .partition(|handle| ended.contains(&handle.thread().id()));
         for handle in done {
             let _ = handle.join();
         }
         if !stuck.is_empty() {
+            self.left_running.fetch_add(stuck.len(), Ordering::SeqCst);
             tracing::warn!(
                 "HTTP endpoint: {} handler thread(s) still running at shutdown, not waited for",
                 stuck.len()
@@ -179,7 +206,7 @@ impl Threads {
 mod tests {
     use super::*;
     use hyper::StatusCode;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::AtomicU32;
 
     fn ok() -> Response<Full<Bytes>> {
         Response::new(Full::new(Bytes::from_static(b"ok")))
@@ -187,7 +214,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_refuses_at_once_and_abandoned_jobs_never_run() {
-        let pool = Pool::start("test-pool", 1, 2).unwrap();
+        let pool = Pool::start("test-pool", 1, 2, &Arc::default()).unwrap();
         let (release, hold) = std::sync::mpsc::channel::<()>();
         let (started, has_started) = std::sync::mpsc::channel::<()>();
         let ran = Arc::new(AtomicU32::new(0));
@@ -222,12 +249,16 @@ mod tests {
 
     #[test]
     fn shutdown_waits_for_idle_threads_but_not_for_a_stuck_one() {
-        let pool = Pool::start("test-pool", 3, 1).unwrap();
+        let left_running = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::start("test-pool", 3, 1, &left_running).unwrap();
+        let (started_job, job_started) = std::sync::mpsc::channel::<()>();
         let (_never, hold) = std::sync::mpsc::channel::<()>();
         let _stuck = pool.submit(Box::new(move || {
+            let _ = started_job.send(());
             let _ = hold.recv();
             ok()
         }));
+        job_started.recv().unwrap();
         let started = Instant::now();
         drop(pool);
         let took = started.elapsed();
@@ -235,9 +266,16 @@ mod tests {
             took >= Duration::from_secs(1) && took < Duration::from_secs(5),
             "{took:?}"
         );
-        let idle = Pool::start("test-pool", 3, 1).unwrap();
-        let started = Instant::now();
-        drop(idle);
-        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(left_running.load(Ordering::SeqCst), 1);
+        // Idle threads end as soon as the queue closes, and none of them is ever taken for
+        // stuck while it returns (it was, now and then, when `is_finished` decided).
+        let left_running = Arc::new(AtomicUsize::new(0));
+        for _ in 0..50 {
+            let idle = Pool::start("test-pool", 3, 1, &left_running).unwrap();
+            let started = Instant::now();
+            drop(idle);
+            assert!(started.elapsed() < Duration::from_secs(1));
+        }
+        assert_eq!(left_running.load(Ordering::SeqCst), 0);
     }
 }

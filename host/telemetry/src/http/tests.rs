@@ -17,13 +17,18 @@ struct Fake {
     reload_ms: std::sync::atomic::AtomicU64,
     /// How long `/metrics` and `/status` take (a large estate's exposition).
     handler_ms: std::sync::atomic::AtomicU64,
+    /// `/metrics` and `/status` calls begun, and ended.
+    handling: AtomicU32,
+    handled: AtomicU32,
 }
 
 impl Fake {
     fn work(&self) {
+        self.handling.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(
             self.handler_ms.load(Ordering::SeqCst),
         ));
+        self.handled.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -292,6 +297,108 @@ fn shutdown_and_drop_stop_listening() {
     let port = wildcard.local_addr().port();
     drop(wildcard);
     assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+/// Reads one response, its body by `Content-Length`, and leaves the connection as it is.
+fn read_response(stream: &mut TcpStream) -> Reply {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "the head ended early");
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    raw.extend_from_slice(&body);
+    parse(&String::from_utf8_lossy(&raw))
+}
+
+/// Shutdown closes every open connection, one that was answered and that the client kept
+/// open (it asked for keep-alive; the endpoint closes after every answer anyway) and one that
+/// never sent a request, and no thread is left running when none is busy. Repeated: each of
+/// the endpoint's threads used to be taken, now and then, for one still running while it
+/// returned from its work, and "handler thread(s) still running at shutdown" was logged.
+#[test]
+fn shutdown_closes_open_connections_and_leaves_no_idle_thread_running() {
+    for round in 0..20 {
+        let (fake, server) = start();
+        let addr = server.local_addr();
+        let mut kept = TcpStream::connect(addr).unwrap();
+        kept.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            kept,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: keep-alive\r\n\r\n"
+        )
+        .unwrap();
+        let reply = read_response(&mut kept);
+        assert_eq!(
+            (reply.status, reply.body.as_str()),
+            (200, "# TYPE up gauge\nup 1\n")
+        );
+        assert!(reply.headers.contains("connection: close"));
+        let mut idle = TcpStream::connect(addr).unwrap();
+        idle.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        // Connections are accepted in order: once a later one is answered, the idle one is
+        // open on the endpoint.
+        assert_eq!(get(&server, "GET", "/health").status, 200);
+        let started = Instant::now();
+        assert_eq!(server.shutdown(), 0, "round {round}: left running");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(fake.handled.load(Ordering::SeqCst), 1);
+        for (name, stream) in [("kept", &mut kept), ("idle", &mut idle)] {
+            let mut rest = [0u8; 16];
+            assert_eq!(stream.read(&mut rest).unwrap(), 0, "{name}: not closed");
+        }
+    }
+}
+
+/// A handler answering at shutdown has a second to finish (its client's connection is closed
+/// unanswered): one that finishes in time is not counted, one that does not is left running,
+/// counted and logged.
+#[test]
+fn shutdown_gives_a_busy_handler_a_second_and_counts_it_if_it_needs_more() {
+    for (handler_ms, left) in [(300, 0), (3_000, 1)] {
+        let (fake, server) = start();
+        fake.handler_ms.store(handler_ms, Ordering::SeqCst);
+        let addr = server.local_addr();
+        let client =
+            std::thread::spawn(move || get_within(addr, "/metrics", Duration::from_secs(10)));
+        let until = Instant::now() + Duration::from_secs(10);
+        while fake.handling.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < until, "the handler never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let started = Instant::now();
+        assert_eq!(server.shutdown(), left, "a {handler_ms} ms handler");
+        let took = started.elapsed();
+        if left == 0 {
+            assert_eq!(fake.handled.load(Ordering::SeqCst), 1, "it finished");
+            assert!(took < Duration::from_secs(1), "{took:?}");
+        } else {
+            assert_eq!(
+                fake.handled.load(Ordering::SeqCst),
+                0,
+                "it is still running"
+            );
+            assert!(
+                took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+                "{took:?}"
+            );
+        }
+        let answered = client.join().unwrap();
+        assert!(
+            answered.as_ref().is_none_or(|r| r.status == 0),
+            "{answered:?}"
+        );
+    }
 }
 
 #[test]
