@@ -429,12 +429,7 @@ impl Translator {
                 )),
                 other => other,
             })?;
-        // What the target id names now, so that a later revalidation can tell when it names
-        // another schema (as the target returns it: its text may differ from what was sent).
-        // Without an answer, the first revalidation notes it instead.
-        if let Ok(named) = self.target.schema_by_id(target) {
-            self.lock_seen().insert((Side::Target, target), named);
-        }
+        self.note_target(target);
         info!(flow = %self.flow, "schema id {id} of {source_topic} ({}) is id {target} under subject {subject} on {}", field.as_str(), self.target.cluster);
         Ok(target)
     }
@@ -658,6 +653,15 @@ impl Translator {
         forgotten
     }
 
+    /// Notes what target id `target` names now, so that a later revalidation can tell when it
+    /// names another schema (as the target returns it: its text may differ from what was
+    /// sent). Without an answer, the first revalidation notes it instead.
+    fn note_target(&self, target: u32) {
+        if let Ok(named) = self.target.schema_by_id(target) {
+            self.lock_seen().insert((Side::Target, target), named);
+        }
+    }
+
     fn lock_seen(&self) -> std::sync::MutexGuard<'_, HashMap<(Side, u32), Schema>> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -706,6 +710,7 @@ impl Translator {
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
                                 .insert(done);
+                            self.note_target(target);
                             self.remember(remote, id, field, target);
                         }
                         Err(TranslateError::Permanent(m)) => {
