@@ -1,7 +1,9 @@
 //! Schema-id translation (`schemas = "translate"`) between two real Apicurio registries whose
 //! ids differ, on real Kafka: keys and values, versions, a version registered mid-run, a
-//! referenced Protobuf schema with message indexes, unframed records, an unknown id, subjects
-//! without traffic, a source registry killed and restarted mid-stream, and exactly-once.
+//! referenced Protobuf schema with message indexes, JSON Schema with a `$ref`, unframed records,
+//! an unknown id, a schema the target refuses, subjects without traffic, a source registry killed
+//! and restarted mid-stream, exactly-once, a target registry rebuilt, cluster mode, and the
+//! schema-registries guide's walkthrough as written.
 
 use std::sync::OnceLock;
 
@@ -272,6 +274,120 @@ fn framed_keys_and_values_get_the_target_registry_ids() {
         schemas["registered"].as_u64().unwrap_or(0) >= 5,
         "{schemas}"
     );
+    assert_eq!(refract.stop(), Some(0));
+}
+
+const ADDRESS_JSON: &str = r#"{"$id":"address.json","type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#;
+const CUSTOMER_JSON: &str = r#"{"type":"object","properties":{"name":{"type":"string"},"address":{"$ref":"address.json"}},"required":["name"]}"#;
+
+/// JSON Schema with a `$ref` to a schema of its own subject, and an Avro schema the target
+/// registry refuses (incompatible with the version its subject holds there under BACKWARD): the
+/// JSON records get the target's id, their reference re-pointed; the refused record is
+/// dead-lettered naming the id, the target subject and the registry's answer, and the records
+/// after it go on.
+#[test]
+fn json_schema_with_a_reference_and_a_schema_the_target_refuses() {
+    let (ra, rb) = registries();
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let customers = unique("customers");
+    let refused = unique("refused");
+    let dlq = unique("dlq");
+    for t in [&customers, &refused] {
+        a.create_topic(t, 1);
+    }
+    let address_subject = unique("address-json");
+    ra.register(&address_subject, ADDRESS_JSON, "JSON", &[]);
+    let customer = ra.register(
+        &format!("{customers}-value"),
+        CUSTOMER_JSON,
+        "JSON",
+        &[("address.json", &address_subject, 1)],
+    );
+    // The target holds `a.<refused>-value` already, with an `id` of type string, under
+    // BACKWARD: the source's version, whose `id` is an int without a default, cannot be read
+    // with it.
+    let remote_refused = format!("a.{refused}");
+    let target_subject = format!("{remote_refused}-value");
+    rb.register(&target_subject, ORDER_V1, "AVRO", &[]);
+    rb.set_compatibility(&target_subject, "BACKWARD");
+    const ORDER_INT: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"int"},{"name":"extra","type":"long"}]}"#;
+    let incompatible = ra.register(&format!("{refused}-value"), ORDER_INT, "AVRO", &[]);
+    let compatible = ra.register(&format!("{refused}-other"), KEY, "AVRO", &[]);
+    assert!(
+        rb.try_register(&target_subject, ORDER_INT, "AVRO", &[])
+            .is_err(),
+        "the target registry accepts the incompatible schema: the test proves nothing"
+    );
+
+    let people: Vec<TestRecord> = (0..6)
+        .map(|i| {
+            let json = format!("{{\"name\":\"n{i}\",\"address\":{{\"city\":\"c{i}\"}}}}");
+            record(i, None, Some(framed(customer, json.as_bytes())))
+        })
+        .collect();
+    a.produce(&customers, &people);
+    let odd = vec![
+        record(0, None, Some(framed(incompatible, &[2, 4]))),
+        record(1, None, Some(framed(compatible, &avro_string("after")))),
+    ];
+    a.produce(&refused, &odd);
+
+    let flows = flow(
+        "a",
+        "b",
+        &format!("topics = [\"{customers}\", \"{refused}\"]\nschemas = \"translate\"\nschema_fields = [\"value\"]\nschema_on_error = \"dead-letter\"\ndead_letter_topic = \"{dlq}\"\n"),
+    );
+    let mut refract = Refract::start(
+        &pipeline_with_registries("b", &ra.url(), &rb.url(), &flows),
+        &[],
+    );
+    let remote_customers = format!("a.{customers}");
+    refract.wait(
+        "the customers, the record after the refused one, the dead letter",
+        || {
+            b.counts(&remote_customers).iter().sum::<i64>() == 6
+                && b.counts(&remote_refused).iter().sum::<i64>() == 1
+                && b.counts(&dlq).iter().sum::<i64>() == 1
+        },
+    );
+    for (from, to) in people.iter().zip(&b.read_all(&remote_customers).remove(0)) {
+        let to = to.value.as_deref().unwrap();
+        assert_translated(ra, rb, from.value.as_deref().unwrap(), to);
+        let refs = rb.references(id_of(to));
+        assert_eq!(refs.len(), 1, "{refs:?}");
+        assert_eq!(refs[0].0, "address.json");
+        assert_eq!(refs[0].1, address_subject);
+        assert_eq!(rb.versions(&address_subject), vec![refs[0].2]);
+    }
+    let after = b.read_all(&remote_refused).remove(0).remove(0);
+    assert_translated(
+        ra,
+        rb,
+        odd[1].value.as_deref().unwrap(),
+        after.value.as_deref().unwrap(),
+    );
+    // Refused: dead-lettered with its source bytes, naming the id, the subject and the answer;
+    // the target subject still holds its one version.
+    let dead = b.read_all(&dlq).remove(0).remove(0);
+    assert_eq!(
+        dead.value, odd[0].value,
+        "a dead letter keeps the bytes it was read with"
+    );
+    let message = dead
+        .headers
+        .iter()
+        .find(|(k, _)| k == "refract.error.message")
+        .and_then(|(_, v)| v.clone())
+        .map(|v| String::from_utf8_lossy(&v).into_owned())
+        .unwrap_or_default();
+    for named in [
+        incompatible.to_string(),
+        target_subject.clone(),
+        "409".to_string(),
+    ] {
+        assert!(message.contains(&named), "{named} not in: {message}");
+    }
+    assert_eq!(rb.versions(&target_subject).len(), 1);
     assert_eq!(refract.stop(), Some(0));
 }
 
@@ -650,4 +766,206 @@ fn check_connect_probes_both_registries_and_check_refuses_a_missing_one() {
         shown.contains("flow[0].schemas") && shown.contains("`b`"),
         "{shown}"
     );
+}
+
+/// The text of `page` from the heading `heading` to the next heading of any level.
+fn guide_section<'a>(page: &'a str, heading: &str) -> &'a str {
+    let start = page
+        .find(heading)
+        .unwrap_or_else(|| panic!("the guide has no `{heading}`"));
+    let body = &page[start + heading.len()..];
+    let end = body.find("\n#").unwrap_or(body.len());
+    &body[..end]
+}
+
+/// The fenced code blocks of `text` (```` ``` ```` fences at the start of a line).
+fn fenced(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut open: Option<String> = None;
+    for line in text.lines() {
+        match (&mut open, line.starts_with("```")) {
+            (None, true) => open = Some(String::new()),
+            (Some(_), true) => out.extend(open.take()),
+            (Some(block), false) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, false) => {}
+        }
+    }
+    out
+}
+
+/// The bytes a `printf` format of octal escapes and plain characters writes.
+fn printf_bytes(format: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek().copied()) {
+            ('\\', Some('n')) => {
+                chars.next();
+                out.push(b'\n');
+            }
+            ('\\', Some(d)) if d.is_ascii_digit() => {
+                let octal: String = (0..3).filter_map(|_| chars.next()).collect();
+                out.push(u8::from_str_radix(&octal, 8).expect("an octal escape"));
+            }
+            _ => out.push(c as u8),
+        }
+    }
+    out
+}
+
+/// The numbers `od -A d -t u1` prints after its offset column, from a quoted output line.
+fn od_bytes(line: &str) -> Vec<u8> {
+    line.split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().expect("a byte"))
+        .collect()
+}
+
+/// The schema-registries guide's walkthrough, as the page writes it: its curl registrations on
+/// two fresh registries (the ids it says they answer), its printf-framed record, its pipeline
+/// (addresses, and the topic for a name of this test's own, replaced), and the target's
+/// subjects, record bytes and `/status` it says a reader sees. A change to the page or to the
+/// code that makes the page wrong fails here.
+#[test]
+fn the_guide_walkthrough_works_as_written() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/guides/schema-registries.md"),
+    )
+    .expect("read docs/src/guides/schema-registries.md");
+    let (primary, backup) = (Registry::start(), Registry::start());
+    let (a, b) = (Broker::shared("a"), Broker::shared("b"));
+    let topic = unique("orders");
+    let local = |text: &str| {
+        text.replace("http://127.0.0.1:18081/apis/ccompat/v7", &primary.url())
+            .replace("http://127.0.0.1:28081/apis/ccompat/v7", &backup.url())
+            .replace("127.0.0.1:19092", &a.bootstrap)
+            .replace("127.0.0.1:29092", &b.bootstrap)
+            .replace("127.0.0.1:9464", "127.0.0.1:0")
+            .replace("orders", &topic)
+    };
+
+    // Step 3: the registrations, in the page's order, each on the registry its port names.
+    let step3 = guide_section(&page, "### 3. A schema and a framed record");
+    let blocks = fenced(step3);
+    let mut ids = Vec::new();
+    for curl in blocks[0].split("curl ").skip(1) {
+        let data = curl
+            .split("--data '")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .expect("a curl --data '…'");
+        let url = curl
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .map(|w| w.trim_end_matches(';'))
+            .expect("a curl URL");
+        let body: Value = serde_json::from_str(data).expect("the --data JSON");
+        let subject = url
+            .split("/subjects/")
+            .nth(1)
+            .and_then(|s| s.strip_suffix("/versions"))
+            .expect("a subject's versions URL");
+        let registry = if url.contains(":18081/") {
+            &primary
+        } else {
+            assert!(url.contains(":28081/"), "{url}");
+            &backup
+        };
+        let schema = body["schema"].as_str().expect("the schema text");
+        ids.push(registry.register(&local(subject), schema, "AVRO", &[]));
+    }
+    assert!(
+        step3.contains("Both answer `{\"id\":1}`"),
+        "the page changed"
+    );
+    assert_eq!(
+        ids,
+        vec![1, 1],
+        "the page says both registrations answer id 1"
+    );
+
+    // The record: the bytes of the printf the producer is fed, and what `od` says they are.
+    let produced = blocks[1]
+        .lines()
+        .find(|l| l.starts_with("printf") && l.contains("ConsoleProducer"))
+        .and_then(|l| l.split('\'').nth(1))
+        .map(printf_bytes)
+        .expect("the producer's printf");
+    let value = produced
+        .strip_suffix(b"\n")
+        .expect("one line for the console producer")
+        .to_vec();
+    let shown = step3
+        .split("`od` prints `")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .expect("the od output the page shows");
+    assert_eq!(
+        od_bytes(shown),
+        value,
+        "the page's od line is not its printf"
+    );
+    a.create_topic(&topic, 1);
+    a.produce(&topic, &[record(0, None, Some(value.clone()))]);
+
+    // Step 4: the pipeline as written; step 5: run it.
+    let toml = fenced(guide_section(&page, "### 4. The pipeline"))
+        .into_iter()
+        .find(|b| b.contains("[[flow]]"))
+        .expect("the pipeline block");
+    let mut refract = Refract::start(&local(&toml), &[]);
+    let remote = format!("primary.{topic}");
+    refract.wait("the record on backup", || {
+        b.counts(&remote).iter().sum::<i64>() == 1
+    });
+
+    // Step 6: what the page says the reader sees.
+    let step6 = guide_section(&page, "### 6. Look at the target");
+    let subjects = step6
+        .split("The first prints `")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .expect("the subjects the page shows");
+    let subjects: Vec<String> = serde_json::from_str(&local(subjects)).expect("a JSON list");
+    assert_eq!(backup.subjects(), subjects);
+    assert!(
+        step6.contains("version 1 with\n`\"id\":2`"),
+        "the page changed"
+    );
+    let subject = format!("{remote}-value");
+    assert_eq!(backup.versions(&subject), vec![1]);
+    assert_eq!(
+        backup.register(&subject, &primary.schema_by_id(1).unwrap().0, "AVRO", &[]),
+        2
+    );
+    let mirrored = b.read_all(&remote).remove(0).remove(0);
+    let shown = step6
+        .split("`od` prints `")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .expect("the od output of the mirrored record");
+    let mut want = od_bytes(shown);
+    assert_eq!(want.pop(), Some(10), "the console consumer's line break");
+    assert_eq!(mirrored.value, Some(want));
+    // The start's subject sync may end after the record arrived.
+    refract.wait("the start's subject sync", || {
+        status_schemas(&refract)["synced_subjects"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    });
+    let status = status_schemas(&refract);
+    for (field, stated) in [
+        ("translated", "`\"translated\":1`"),
+        ("synced_subjects", "`\"synced_subjects\":1`"),
+    ] {
+        assert!(step6.contains(stated), "the page no longer says {stated}");
+        assert_eq!(status[field], 1, "{field}: {status}");
+    }
+    assert!(step6.contains("`\"last_error\":null`"));
+    assert_eq!(status["last_error"], Value::Null, "{status}");
+    assert_eq!(refract.stop(), Some(0));
 }
