@@ -538,8 +538,9 @@ mod tests {
         assert_eq!(clean(&long).chars().count(), TEXT_CAP + 3);
     }
 
-    /// A registry stand-in that answers `GET /subjects` with `[]` when the bearer token is the
-    /// one it holds now, else 401; serves until the test ends.
+    /// A registry stand-in that answers `GET /subjects` with `[]` when the `Authorization`
+    /// header is the one it holds now (`Bearer …`, `Basic …`), else 401; serves until the test
+    /// ends.
     fn guarded(token: Arc<Mutex<String>>) -> String {
         use std::io::{BufRead, BufReader, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -554,8 +555,8 @@ mod tests {
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                         break;
                     }
-                    let want = format!("bearer {}", token.lock().unwrap()).to_lowercase();
-                    if line.to_lowercase().trim_end() == format!("authorization: {want}") {
+                    let want = format!("authorization: {}", token.lock().unwrap());
+                    if line.trim_end().eq_ignore_ascii_case(&want) {
                         authorized = true;
                     }
                 }
@@ -582,7 +583,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("token");
         std::fs::write(&file, "first-token-111").unwrap();
-        let served = Arc::new(Mutex::new("first-token-111".to_string()));
+        let served = Arc::new(Mutex::new("Bearer first-token-111".to_string()));
         let url = guarded(served.clone());
         let text = format!(
             "[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.a.schema_registry]\nurl = \"{url}\"\ntoken = \"${{file:{}}}\"\n[clusters.b]\nbootstrap = \"b:9092\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n",
@@ -593,12 +594,12 @@ mod tests {
             RegistryClient::new("a", p.clusters["a"].schema_registry.as_ref().unwrap()).unwrap();
         assert_eq!(client.probe(), Ok(0));
         // Rotated: the registry takes only the new token, which the file now holds.
-        *served.lock().unwrap() = "second-token-222".into();
+        *served.lock().unwrap() = "Bearer second-token-222".into();
         std::fs::write(&file, "second-token-222").unwrap();
         assert_eq!(client.probe(), Ok(0));
         assert_eq!(client.down(), None);
         // Refused with what the file holds: an outage naming why, never a token.
-        *served.lock().unwrap() = "third-token-333".into();
+        *served.lock().unwrap() = "Bearer third-token-333".into();
         let Err(RegistryError::Unavailable(why)) = client.probe() else {
             panic!("a refusal is not an outage");
         };
@@ -607,6 +608,36 @@ mod tests {
             "{why}"
         );
         for secret in ["first-token", "second-token", "third-token"] {
+            assert!(!why.contains(secret), "{why}");
+        }
+    }
+
+    /// HTTP basic authentication: the user and the password (a `${file:}` reference) are sent
+    /// as `Authorization: Basic base64(user:password)`; a wrong password is refused, and neither
+    /// the password nor its encoding is in the error.
+    #[test]
+    fn basic_authentication_is_sent_and_a_refusal_shows_no_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("password");
+        std::fs::write(&file, "pa:ss-w0rd-444").unwrap();
+        // base64("mirror:pa:ss-w0rd-444"), as `printf %s mirror:pa:ss-w0rd-444 | base64` prints it.
+        let encoded = "bWlycm9yOnBhOnNzLXcwcmQtNDQ0";
+        let served = Arc::new(Mutex::new(format!("Basic {encoded}")));
+        let url = guarded(served.clone());
+        let text = format!(
+            "[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.a.schema_registry]\nurl = \"{url}\"\nuser = \"mirror\"\npassword = \"${{file:{}}}\"\n[clusters.b]\nbootstrap = \"b:9092\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\n",
+            file.display()
+        );
+        let p = refract_config::Pipeline::parse(&dir.path().join("p.toml"), &text).unwrap();
+        let client =
+            RegistryClient::new("a", p.clusters["a"].schema_registry.as_ref().unwrap()).unwrap();
+        assert_eq!(client.probe(), Ok(0));
+        *served.lock().unwrap() = "Basic c29tZW9uZTplbHNl".into();
+        let Err(RegistryError::Unavailable(why)) = client.probe() else {
+            panic!("a refusal is not an outage");
+        };
+        assert!(why.contains("HTTP 401"), "{why}");
+        for secret in ["pa:ss-w0rd-444", "ss-w0rd", encoded] {
             assert!(!why.contains(secret), "{why}");
         }
     }
