@@ -539,43 +539,18 @@ mod tests {
     }
 
     /// A registry stand-in that answers `GET /subjects` with `[]` when the `Authorization`
-    /// header is the one it holds now (`Bearer …`, `Basic …`), else 401; serves until the test
-    /// ends.
+    /// header is the one it holds now (`Bearer …`, `Basic …`), else 401.
     fn guarded(token: Arc<Mutex<String>>) -> String {
-        use std::io::{BufRead, BufReader, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut authorized = false;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    let want = format!("authorization: {}", token.lock().unwrap());
-                    if line.trim_end().eq_ignore_ascii_case(&want) {
-                        authorized = true;
-                    }
-                }
-                let (status, body) = if authorized {
-                    ("200 OK", "[]".to_string())
-                } else {
-                    (
-                        "401 Unauthorized",
-                        r#"{"error_code":40101,"message":"Unauthorized"}"#.into(),
-                    )
-                };
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+        crate::standin::serve(move |request| {
+            if request.header("authorization") == Some(token.lock().unwrap().as_str()) {
+                (200, "[]".into())
+            } else {
+                (
+                    401,
+                    r#"{"error_code":40101,"message":"Unauthorized"}"#.into(),
+                )
             }
-        });
-        format!("http://{addr}")
+        })
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! [`wire`] the framing.
 
 pub mod client;
+#[cfg(test)]
+mod standin;
 pub mod translate;
 pub mod wire;
 

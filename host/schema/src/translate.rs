@@ -27,6 +27,19 @@ const UNKNOWN_ID_TTL: Duration = Duration::from_secs(10);
 const MAX_UNKNOWN: usize = 10_000;
 /// Deepest chain of references followed.
 const MAX_REFERENCE_DEPTH: usize = 32;
+/// Most distinct schemas one schema may reference, directly or through others: a registry that
+/// answers with ever more references (by mistake or on purpose) must not hold a partition in
+/// an endless walk of requests and registrations.
+const MAX_REFERENCES: usize = 1_000;
+
+/// The references one schema's registration walks: those it fetched (meeting one of them again
+/// before it is registered is a cycle) and every distinct one it met, cached or not (bounded
+/// by [`MAX_REFERENCES`], so a retry stops at the same place without a request).
+#[derive(Default)]
+struct Walk {
+    fetched: HashSet<(String, i64)>,
+    met: HashSet<(String, i64)>,
+}
 
 /// Which part of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -421,7 +434,7 @@ impl Translator {
             .inspect_err(|_| self.source_error())?;
         let subject = self.target_subject(source_topic, remote_topic, field, &subjects);
         let (target, _) = self
-            .register(&subject, &schema, 0, &mut HashSet::new())
+            .register(&subject, &schema, 0, &mut Walk::default())
             .map_err(|e| match e {
                 TranslateError::Permanent(m) => TranslateError::Permanent(format!(
                     "schema id {id} ({} of a record of {source_topic}) as subject {subject}: {m}",
@@ -463,7 +476,7 @@ impl Translator {
         subject: &str,
         schema: &Schema,
         depth: usize,
-        seen: &mut HashSet<(String, i64)>,
+        walk: &mut Walk,
     ) -> Result<(u32, Schema), TranslateError> {
         if depth > MAX_REFERENCE_DEPTH {
             return Err(TranslateError::Permanent(format!(
@@ -472,7 +485,7 @@ impl Translator {
         }
         let mut translated = Vec::with_capacity(schema.references.len());
         for r in &schema.references {
-            translated.push(self.reference(r, depth, seen)?);
+            translated.push(self.reference(r, depth, walk)?);
         }
         let on_target = Schema {
             text: schema.text.clone(),
@@ -495,16 +508,23 @@ impl Translator {
         &self,
         r: &Reference,
         depth: usize,
-        seen: &mut HashSet<(String, i64)>,
+        walk: &mut Walk,
     ) -> Result<Reference, TranslateError> {
         let key = (r.subject.clone(), r.version);
+        walk.met.insert(key.clone());
+        if walk.met.len() > MAX_REFERENCES {
+            return Err(TranslateError::Permanent(format!(
+                "references more than {MAX_REFERENCES} schemas (counting those they reference); the last one met is {} version {}",
+                r.subject, r.version
+            )));
+        }
         if let Some(done) = self.lock_refs().get(&key) {
             return Ok(Reference {
                 name: r.name.clone(),
                 ..done.clone()
             });
         }
-        if !seen.insert(key.clone()) {
+        if !walk.fetched.insert(key.clone()) {
             return Err(TranslateError::Permanent(format!(
                 "reference {} version {} refers back to itself",
                 r.subject, r.version
@@ -515,7 +535,7 @@ impl Translator {
             .version(&r.subject, r.version)
             .inspect_err(|_| self.source_error())?;
         let subject = self.other_subject(&r.subject);
-        let (_, on_target) = self.register(&subject, &schema, depth + 1, seen)?;
+        let (_, on_target) = self.register(&subject, &schema, depth + 1, walk)?;
         let version = self
             .target
             .lookup(&subject, &on_target)
@@ -704,7 +724,7 @@ impl Translator {
                             return Err(e.into());
                         }
                     };
-                    match self.register(&target_subject, &schema, 0, &mut HashSet::new()) {
+                    match self.register(&target_subject, &schema, 0, &mut Walk::default()) {
                         Ok((target, _)) => {
                             self.synced
                                 .lock()
@@ -820,8 +840,14 @@ mod tests {
     /// A translator whose registries refuse connections (port 1): every answer it gives comes
     /// from its caches.
     fn offline() -> (Translator, SchemaCounters) {
-        let text = "[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.a.schema_registry]\nurl = \"http://127.0.0.1:1\"\n[clusters.b]\nbootstrap = \"b:9092\"\n[clusters.b.schema_registry]\nurl = \"http://127.0.0.1:1\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\nschemas = \"translate\"\n";
-        let p = refract_config::Pipeline::parse(std::path::Path::new("/tmp/p.toml"), text).unwrap();
+        translator("http://127.0.0.1:1", "http://127.0.0.1:1")
+    }
+
+    /// A translator from the registry at `source` to the one at `target`.
+    fn translator(source: &str, target: &str) -> (Translator, SchemaCounters) {
+        let text = format!("[clusters.a]\nbootstrap = \"a:9092\"\n[clusters.a.schema_registry]\nurl = \"{source}\"\n[clusters.b]\nbootstrap = \"b:9092\"\n[clusters.b.schema_registry]\nurl = \"{target}\"\n[[flow]]\nsource = \"a\"\ntarget = \"b\"\nschemas = \"translate\"\n");
+        let p =
+            refract_config::Pipeline::parse(std::path::Path::new("/tmp/p.toml"), &text).unwrap();
         let client = |c: &str| {
             RegistryClient::new(c, p.clusters[c].schema_registry.as_ref().unwrap()).unwrap()
         };
@@ -843,6 +869,60 @@ mod tests {
             Some(counters.clone()),
         );
         (t, counters)
+    }
+
+    /// A registry whose schema references 5,000 others: the walk stops at the bound, a
+    /// permanent failure naming it, having fetched and registered no more than the bound; walked
+    /// again, it stops at the same place from the cache, asking only for the schema itself.
+    #[test]
+    fn a_schema_with_too_many_references_is_refused_within_the_budget() {
+        use serde_json::json;
+        use std::sync::atomic::AtomicUsize;
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counted = requests.clone();
+        let url = crate::standin::serve(move |r| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            match (r.method.as_str(), r.path.as_str()) {
+                ("GET", "/schemas/ids/1") => {
+                    let refs: Vec<_> = (0..5_000)
+                        .map(|i| json!({"name": format!("r{i}.proto"), "subject": format!("r{i}"), "version": 1}))
+                        .collect();
+                    let root =
+                        json!({"schema": "root", "schemaType": "PROTOBUF", "references": refs});
+                    (200, root.to_string())
+                }
+                ("GET", "/schemas/ids/1/versions") => (200, "[]".into()),
+                ("GET", _) => (
+                    200,
+                    r#"{"id":2,"schema":"leaf","schemaType":"PROTOBUF"}"#.into(),
+                ),
+                ("POST", p) if p.ends_with("/versions") => (200, r#"{"id":3}"#.into()),
+                _ => (200, r#"{"version":1}"#.into()),
+            }
+        });
+        let (t, counters) = translator(&url, &url);
+        let framed = wire::reframe(&[0, 0, 0, 0, 0, 8, 1], 1);
+        let result = t.target_id_after(
+            &mut LastIds::default(),
+            "orders",
+            "a.orders",
+            Field::Value,
+            Some(&framed),
+        );
+        let Err(TranslateError::Permanent(why)) = result else {
+            panic!("{result:?}");
+        };
+        assert!(why.contains("more than 1000 schemas"), "{why}");
+        // The schema and its subjects, then per reference: its version, its registration and
+        // the lookup of its version on the target.
+        assert_eq!(requests.load(Ordering::SeqCst), 2 + 3 * MAX_REFERENCES);
+        assert_eq!(counters.registered.get(), MAX_REFERENCES as u64);
+        let again = t.resolve("orders", "a.orders", Field::Value, 1);
+        assert!(
+            matches!(again, Err(TranslateError::Permanent(_))),
+            "{again:?}"
+        );
+        assert_eq!(requests.load(Ordering::SeqCst), 4 + 3 * MAX_REFERENCES);
     }
 
     #[test]
