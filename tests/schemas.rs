@@ -132,6 +132,8 @@ fn framed_keys_and_values_get_the_target_registry_ids() {
     ra.register(&format!("{quiet}-value"), ORDER_V1, "AVRO", &[]);
     ra.register(&format!("{quiet}-value"), ORDER_V2, "AVRO", &[]);
     ra.set_compatibility(&format!("{quiet}-value"), "BACKWARD");
+    // TopicRecordNameStrategy: `<topic>-<record full name>`.
+    ra.register(&format!("{quiet}-acme.Order"), ORDER_V1, "AVRO", &[]);
     assert!(money > 0 && payment > 0);
 
     let mut orders: Vec<TestRecord> = Vec::new();
@@ -209,6 +211,9 @@ fn framed_keys_and_values_get_the_target_registry_ids() {
     });
     refract.wait("its compatibility level", || {
         rb.compatibility(&quiet_subject).as_deref() == Some("BACKWARD")
+    });
+    refract.wait("the quiet topic's <topic>-<record> subject on b", || {
+        rb.versions(&format!("a.{quiet}-acme.Order")).len() == 1
     });
 
     // A version registered mid-run is picked up when its first record arrives; an id the

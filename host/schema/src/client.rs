@@ -192,8 +192,20 @@ impl RegistryClient {
     /// How many subjects the registry lists (`GET /subjects`): whether it answers, and lets
     /// refract read.
     pub fn probe(&self) -> Result<usize, RegistryError> {
+        self.subjects().map(|s| s.len())
+    }
+
+    /// The subjects the registry lists (`GET /subjects`).
+    pub fn subjects(&self) -> Result<Vec<String>, RegistryError> {
         let body = self.call("GET", "/subjects", None)?;
-        Ok(body.as_array().map_or(0, Vec::len))
+        Ok(body
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     /// The schema with global id `id` (`GET /schemas/ids/{id}`).
