@@ -25,6 +25,7 @@ mod multi_broker;
 mod plugin_cli;
 mod processors;
 mod scaffolds;
+mod schema_tls;
 mod schemas;
 mod security;
 mod verify;

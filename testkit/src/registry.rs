@@ -59,6 +59,12 @@
 //! Storage is an H2 file in the registry's temp folder, written at each commit: a kill and a
 //! [`Registry::restart`] keep every schema, subject, level and id. Started with a 256 MiB heap, the serial collector and C1
 //! only, it answers about 3 s after its start on 2 cores, about 200 MiB resident.
+//!
+//! With the `tls` feature, `Registry::start_tls` serves it over TLS only, requiring a client
+//! certificate: Apicurio serves HTTPS with the kit CA's certificate, behind a gate in this
+//! process that requires and checks the client certificate (Apicurio's build fixed
+//! `quarkus.http.ssl.client-auth` to `NONE`; see `Registry::launch_tls`). It answers through the gate about 3.5 s after its
+//! start (2.7 s for a plain one in the same run; 5 to 8 s while a plain one starts beside it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -71,6 +77,8 @@ use tempfile::TempDir;
 
 use crate::broker::{kill_child, spawn_owned, stop_child};
 use crate::ports::free_port;
+#[cfg(feature = "tls")]
+use crate::tls::{Ca, Issued};
 use crate::wait::DEADLINE;
 
 /// The path of the Confluent-compatible API.
@@ -85,6 +93,44 @@ const JVM: &[&str] = &[
     "-XX:TieredStopAtLevel=1",
     "-XX:-UsePerfData",
 ];
+
+/// The kit's HTTP client, before its TLS settings: generous timeouts (a loaded machine).
+fn agent() -> ureq::AgentBuilder {
+    ureq::AgentBuilder::new()
+        .timeout_connect(Duration::from_secs(5))
+        .timeout(Duration::from_secs(60))
+}
+
+/// How clients reach the registry.
+enum Listener {
+    /// Plain HTTP on Apicurio's port.
+    Http,
+    /// HTTPS through the gate that requires client certificates, to Apicurio serving HTTPS.
+    #[cfg(feature = "tls")]
+    Https(https::Https),
+}
+
+impl Listener {
+    /// The JVM's `-D` options that make Apicurio listen on `port` as this listener needs.
+    fn properties(&self, port: u16) -> Vec<String> {
+        match self {
+            Self::Http => vec![format!("-Dquarkus.http.port={port}")],
+            // The Quarkus TLS registry's default configuration (its PEM key store, key pair
+            // `0`) serves the HTTP server, and the management interface too; with
+            // `insecure-requests=disabled` no plain HTTP port is opened at all.
+            #[cfg(feature = "tls")]
+            Self::Https(https) => vec![
+                format!("-Dquarkus.http.ssl-port={port}"),
+                "-Dquarkus.http.insecure-requests=disabled".to_string(),
+                format!(
+                    "-Dquarkus.tls.key-store.pem.0.cert={}",
+                    https.cert.display()
+                ),
+                format!("-Dquarkus.tls.key-store.pem.0.key={}", https.key.display()),
+            ],
+        }
+    }
+}
 
 /// The Java 21+ to run the registry with and the folder of Apicurio Registry, as
 /// `.ci/install-apicurio` prints them (run once per test binary; a no-op when installed).
@@ -136,8 +182,11 @@ impl std::error::Error for RegistryError {}
 /// survives [`Registry::kill`] and [`Registry::restart`], as a production registry's does.
 pub struct Registry {
     child: Mutex<Option<Child>>,
+    /// The port Apicurio serves its API on (HTTP, or HTTPS when [`Listener::Https`]).
     port: u16,
     management_port: u16,
+    /// How clients reach it: that port, or the mutual-TLS gate in front of it.
+    listener: Listener,
     /// The temp folder: `registry.log` and the JVM's temp files (`tmp/`).
     pub dir: TempDir,
     java: PathBuf,
@@ -155,23 +204,68 @@ impl Registry {
     /// another process takes one of its ports first, it retries with new ports (up to 4
     /// attempts).
     pub fn launch() -> anyhow::Result<Self> {
+        Self::launch_with(|_, _| Ok((Listener::Http, agent().build())))
+    }
+
+    /// Starts a registry reached over TLS only, requiring a client certificate, and waits until
+    /// it answers; panics if it does not. See [`Registry::launch_tls`].
+    #[cfg(feature = "tls")]
+    pub fn start_tls(ca: &Ca, server: &Issued, client: &Issued) -> Self {
+        Self::launch_tls(ca, server, client).unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Starts a registry that clients reach over TLS only, with `server`'s certificate (issued
+    /// by `ca` for `127.0.0.1`), completing a handshake only with a client that presents a
+    /// certificate `ca` issued; the kit's own requests present `client`'s. [`Registry::url`]
+    /// is then `https://127.0.0.1:P/apis/ccompat/v7`. The files must outlive the registry (a
+    /// restart reads them again).
+    ///
+    /// Apicurio itself serves HTTPS only (the Quarkus TLS registry's default PEM key store,
+    /// `quarkus.http.insecure-requests=disabled`), but cannot be made to require client
+    /// certificates: `quarkus.http.ssl.client-auth` is fixed at build time in Quarkus, and
+    /// Apicurio 3.3.3's build fixed it to `NONE` (setting it at run time, even as
+    /// `%prod.quarkus.http.ssl.client-auth`, only logs "Build time property cannot be changed
+    /// at runtime" and changes nothing). So the port clients reach is a gate in front of it
+    /// (OpenSSL, in this process) that requires and verifies the client certificate and relays
+    /// the connection to Apicurio's HTTPS port; each connection it refuses is a `gate:` line in
+    /// [`Registry::log`], with OpenSSL's reason.
+    #[cfg(feature = "tls")]
+    pub fn launch_tls(ca: &Ca, server: &Issued, client: &Issued) -> anyhow::Result<Self> {
+        let ca = ca.ca_pem();
+        let kit = std::sync::Arc::new(https::KitTls::new(&ca, client)?);
+        Self::launch_with(|port, dir| {
+            let gate = https::Gate::start(&ca, server, port, dir.join("registry.log"))?;
+            let listener = Listener::Https(https::Https {
+                gate,
+                cert: server.cert.clone(),
+                key: server.key.clone(),
+            });
+            Ok((listener, agent().tls_connector(kit.clone()).build()))
+        })
+    }
+
+    /// [`Registry::launch`] with the listener and agent `serve` makes for Apicurio's port and
+    /// the registry's folder.
+    fn launch_with(
+        mut serve: impl FnMut(u16, &Path) -> anyhow::Result<(Listener, ureq::Agent)>,
+    ) -> anyhow::Result<Self> {
         let (java, home) = apicurio()?;
         let mut last = String::new();
         for _ in 0..4 {
             let dir = tempfile::tempdir().context("creating a temp folder")?;
             let tmp = dir.path().join("tmp");
             std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            let port = free_port();
+            let (listener, agent) = serve(port, dir.path())?;
             let registry = Self {
                 child: Mutex::new(None),
-                port: free_port(),
+                port,
                 management_port: free_port(),
+                listener,
                 dir,
                 java: java.to_path_buf(),
                 home: home.to_path_buf(),
-                agent: ureq::AgentBuilder::new()
-                    .timeout_connect(Duration::from_secs(5))
-                    .timeout(Duration::from_secs(60))
-                    .build(),
+                agent,
             };
             match registry.run() {
                 Ok(()) => return Ok(registry),
@@ -182,10 +276,19 @@ impl Registry {
         bail!("Apicurio Registry found no free ports:\n{last}")
     }
 
-    /// The base of its Confluent-compatible API, `http://127.0.0.1:P/apis/ccompat/v7`: what a
-    /// pipeline names as the registry's URL.
+    /// The base of its Confluent-compatible API, `http://127.0.0.1:P/apis/ccompat/v7`
+    /// (`https://…` when started with TLS): what a pipeline names as the registry's URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}{CCOMPAT}", self.port)
+        format!("{}{CCOMPAT}", self.root())
+    }
+
+    /// Scheme, host and port clients reach the registry on.
+    fn root(&self) -> String {
+        match &self.listener {
+            Listener::Http => format!("http://127.0.0.1:{}", self.port),
+            #[cfg(feature = "tls")]
+            Listener::Https(https) => format!("https://127.0.0.1:{}", https.gate.port),
+        }
     }
 
     /// Starts the JVM and waits until `GET /subjects` answers 200; on failure returns its log.
@@ -206,7 +309,7 @@ impl Registry {
                 self.dir.path().join("tmp").display()
             ))
             .arg("-Dquarkus.http.host=127.0.0.1")
-            .arg(format!("-Dquarkus.http.port={}", self.port))
+            .args(self.listener.properties(self.port))
             .arg("-Dquarkus.management.host=127.0.0.1")
             .arg(format!(
                 "-Dquarkus.management.port={}",
@@ -321,7 +424,7 @@ impl Registry {
     ) -> Result<(u16, String), RegistryError> {
         let req = self
             .agent
-            .request(method, &format!("http://127.0.0.1:{}{path}", self.port))
+            .request(method, &format!("{}{path}", self.root()))
             .set(
                 "Accept",
                 "application/vnd.schemaregistry.v1+json, application/json",
@@ -493,6 +596,314 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The TLS side of [`Registry::launch_tls`]: the gate in front of Apicurio that requires client
+/// certificates, and the kit's own TLS client.
+#[cfg(feature = "tls")]
+mod https {
+    use std::fmt::Debug;
+    use std::io::{self, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::thread::JoinHandle;
+    use std::time::Duration;
+
+    use anyhow::Context as _;
+    use openssl::ssl::{
+        HandshakeError, SslAcceptor, SslConnector, SslFiletype, SslMethod, SslStream, SslVerifyMode,
+    };
+    use openssl::x509::X509Name;
+
+    use crate::tls::Issued;
+
+    /// How long a relay waits for one side before it looks at the other and at the stop flag:
+    /// the most a request or an answer waits in the gate.
+    const TICK: Duration = Duration::from_millis(10);
+    /// How long a relay waits for a peer to take what it writes before it gives up on the
+    /// connection: a peer that stops reading cannot hold the gate's drop forever.
+    const STUCK: Duration = Duration::from_secs(30);
+
+    /// A registry served over TLS: the gate clients reach, and Apicurio's own certificate.
+    pub(super) struct Https {
+        pub(super) gate: Gate,
+        /// Apicurio's certificate (PEM).
+        pub(super) cert: PathBuf,
+        /// Its key (PKCS#8 PEM).
+        pub(super) key: PathBuf,
+    }
+
+    /// A loopback port that completes a TLS handshake only with a client certificate the CA
+    /// issued, then relays the connection to Apicurio's HTTPS port (checking Apicurio's
+    /// certificate against the same CA). Stops and joins its threads when dropped.
+    pub(super) struct Gate {
+        /// The port clients connect to.
+        pub(super) port: u16,
+        shared: Arc<Shared>,
+        accept: Option<JoinHandle<()>>,
+    }
+
+    /// What the gate's threads share.
+    struct Shared {
+        acceptor: SslAcceptor,
+        connector: SslConnector,
+        /// Apicurio's HTTPS port.
+        upstream: u16,
+        /// The registry's log, where refused connections are noted.
+        log: PathBuf,
+        stop: AtomicBool,
+    }
+
+    impl Shared {
+        fn note(&self, line: &str) {
+            if let Ok(mut log) = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&self.log)
+            {
+                let _ = writeln!(log, "gate: {line}");
+            }
+        }
+
+        fn stopping(&self) -> bool {
+            self.stop.load(Ordering::Relaxed)
+        }
+    }
+
+    impl Gate {
+        /// Listens on a free loopback port with `server`'s certificate, requiring client
+        /// certificates issued by the CA in `ca`, relaying to Apicurio's HTTPS port `upstream`.
+        pub(super) fn start(
+            ca: &Path,
+            server: &Issued,
+            upstream: u16,
+            log: PathBuf,
+        ) -> anyhow::Result<Self> {
+            let what = || format!("the registry's TLS gate (CA {})", ca.display());
+            let mut acceptor =
+                SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).with_context(what)?;
+            acceptor
+                .set_certificate_chain_file(&server.cert)
+                .with_context(|| format!("{}: {}", what(), server.cert.display()))?;
+            acceptor
+                .set_private_key_file(&server.key, SslFiletype::PEM)
+                .with_context(|| format!("{}: {}", what(), server.key.display()))?;
+            acceptor.check_private_key().with_context(what)?;
+            acceptor.set_ca_file(ca).with_context(what)?;
+            acceptor.set_client_ca_list(X509Name::load_client_ca_file(ca).with_context(what)?);
+            acceptor.set_verify(SslVerifyMode::PEER | SslVerifyMode::FAIL_IF_NO_PEER_CERT);
+            let mut connector =
+                SslConnector::builder(SslMethod::tls_client()).with_context(what)?;
+            connector.set_ca_file(ca).with_context(what)?;
+            let listener = TcpListener::bind(("127.0.0.1", 0)).with_context(what)?;
+            let port = listener.local_addr().with_context(what)?.port();
+            let shared = Arc::new(Shared {
+                acceptor: acceptor.build(),
+                connector: connector.build(),
+                upstream,
+                log,
+                stop: AtomicBool::new(false),
+            });
+            let accept = std::thread::Builder::new()
+                .name("registry-tls-gate".into())
+                .spawn({
+                    let shared = Arc::clone(&shared);
+                    move || accept(&listener, &shared)
+                })
+                .with_context(what)?;
+            Ok(Self {
+                port,
+                shared,
+                accept: Some(accept),
+            })
+        }
+    }
+
+    impl Drop for Gate {
+        fn drop(&mut self) {
+            self.shared.stop.store(true, Ordering::Relaxed);
+            // The accept loop blocks in accept(): a connection wakes it to see the flag.
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+            if let Some(accept) = self.accept.take() {
+                let _ = accept.join();
+            }
+        }
+    }
+
+    /// Accepts connections until stopped, one relay thread each; joins them all before it
+    /// returns.
+    fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
+        let mut relays: Vec<JoinHandle<()>> = Vec::new();
+        for tcp in listener.incoming() {
+            if shared.stopping() {
+                break;
+            }
+            let (done, running): (Vec<_>, Vec<_>) =
+                relays.into_iter().partition(|r| r.is_finished());
+            relays = running;
+            for r in done {
+                let _ = r.join();
+            }
+            let Ok(tcp) = tcp else { continue };
+            let relay = std::thread::Builder::new()
+                .name("registry-tls-relay".into())
+                .spawn({
+                    let shared = Arc::clone(shared);
+                    move || {
+                        if let Err(why) = relay(tcp, &shared) {
+                            shared.note(&why);
+                        }
+                    }
+                });
+            match relay {
+                Ok(r) => relays.push(r),
+                Err(e) => shared.note(&format!("cannot start a relay thread: {e}")),
+            }
+        }
+        for r in relays {
+            let _ = r.join();
+        }
+    }
+
+    /// One client connection: the handshake that requires its certificate, then the bytes
+    /// both ways to and from Apicurio until either side closes or the gate stops.
+    fn relay(tcp: TcpStream, shared: &Shared) -> Result<(), String> {
+        let peer = tcp
+            .peer_addr()
+            .map_or_else(|_| "a client".to_string(), |a| a.to_string());
+        tcp.set_read_timeout(Some(TICK))
+            .and_then(|()| tcp.set_write_timeout(Some(STUCK)))
+            .map_err(|e| format!("{peer}: {e}"))?;
+        let mut client = handshake(shared.acceptor.accept(tcp), shared)
+            .map_err(|e| format!("refused {peer}: {e}"))?;
+        let Ok(tcp) = TcpStream::connect(("127.0.0.1", shared.upstream)) else {
+            // Apicurio is not up (yet, or any more): the client sees the connection closed.
+            return Ok(());
+        };
+        tcp.set_read_timeout(Some(TICK))
+            .and_then(|()| tcp.set_write_timeout(Some(STUCK)))
+            .map_err(|e| format!("{peer}: {e}"))?;
+        let mut apicurio = handshake(shared.connector.connect("127.0.0.1", tcp), shared)
+            .map_err(|e| format!("{peer}: Apicurio's TLS port {}: {e}", shared.upstream))?;
+        let mut buf = vec![0; 16 * 1024];
+        while !shared.stopping() {
+            let up = pump(&mut client, &mut apicurio, &mut buf);
+            let down = pump(&mut apicurio, &mut client, &mut buf);
+            match (up, down) {
+                (Ok(true), Ok(true)) => {}
+                // One side closed, or the connection broke: the other one is closed by the drop.
+                _ => break,
+            }
+        }
+        let _ = client.shutdown();
+        let _ = apicurio.shutdown();
+        Ok(())
+    }
+
+    /// Finishes a handshake over a socket with a read timeout (so the gate can stop meanwhile).
+    fn handshake<S: Read + Write + Debug>(
+        mut result: Result<SslStream<S>, HandshakeError<S>>,
+        shared: &Shared,
+    ) -> Result<SslStream<S>, String> {
+        loop {
+            match result {
+                Ok(stream) => return Ok(stream),
+                Err(HandshakeError::WouldBlock(mid)) if !shared.stopping() => {
+                    result = mid.handshake()
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    /// Moves what `from` has, waiting for it at most a [`TICK`], to `to`: `false` once `from`
+    /// closed.
+    fn pump<S: Read + Write, T: Read + Write>(
+        from: &mut SslStream<S>,
+        to: &mut SslStream<T>,
+        buf: &mut [u8],
+    ) -> io::Result<bool> {
+        match from.read(buf) {
+            Ok(0) => Ok(false),
+            Ok(n) => {
+                to.write_all(&buf[..n])?;
+                to.flush()?;
+                Ok(true)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The kit's TLS client: trusts the CA, presents the client certificate.
+    pub(super) struct KitTls(SslConnector);
+
+    impl KitTls {
+        pub(super) fn new(ca: &Path, client: &Issued) -> anyhow::Result<Self> {
+            let what = || format!("the registry kit's TLS client ({})", client.cert.display());
+            let mut b = SslConnector::builder(SslMethod::tls_client()).with_context(what)?;
+            b.set_ca_file(ca).with_context(what)?;
+            b.set_certificate_chain_file(&client.cert)
+                .with_context(what)?;
+            b.set_private_key_file(&client.key, SslFiletype::PEM)
+                .with_context(what)?;
+            b.check_private_key().with_context(what)?;
+            Ok(Self(b.build()))
+        }
+    }
+
+    impl ureq::TlsConnector for KitTls {
+        fn connect(
+            &self,
+            dns_name: &str,
+            io: Box<dyn ureq::ReadWrite>,
+        ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
+            let stream = self.0.connect(dns_name, io).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    format!("TLS handshake with {dns_name}: {e}"),
+                )
+            })?;
+            Ok(Box::new(KitStream(stream)))
+        }
+    }
+
+    /// A TLS connection of the kit's client (ureq takes any stream that names its socket).
+    #[derive(Debug)]
+    struct KitStream(SslStream<Box<dyn ureq::ReadWrite>>);
+
+    impl ureq::ReadWrite for KitStream {
+        fn socket(&self) -> Option<&TcpStream> {
+            self.0.get_ref().socket()
+        }
+    }
+
+    impl Read for KitStream {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+
+    impl Write for KitStream {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.write(buf)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            self.0.flush()
+        }
     }
 }
 
