@@ -191,9 +191,10 @@ fn translation_to_a_registry_that_requires_a_client_certificate() {
     let no = shown.lines().find(|l| {
         l.trim_start().starts_with("no")
             && l.contains(&format!("cluster {TARGET}'s schema registry {}", rb.url()))
-            && l.contains("certificate required")
+            && l.contains("refused the TLS connection (alert certificate required")
     });
     assert!(no.is_some(), "{shown}");
+    assert!(!shown.contains("Network Error: Network Error"), "{shown}");
     // The gate refused it for the missing certificate, not for something else.
     assert!(
         rb.log().contains("peer did not return a certificate"),

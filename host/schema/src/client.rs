@@ -398,7 +398,7 @@ impl RegistryClient {
                 }
             }
             Err(ureq::Error::Transport(t)) => {
-                RegistryError::Unavailable(format!("{}: {}", prefix(), clean(&t.to_string())))
+                RegistryError::Unavailable(format!("{}: {}", prefix(), transport_text(&t)))
             }
         };
         if let RegistryError::Unavailable(why) = &error {
@@ -406,6 +406,46 @@ impl RegistryClient {
                 Some((Instant::now() + FAIL_FAST, why.clone()));
         }
         Err(error)
+    }
+}
+
+/// A request that got no answer, in words: the failure's kind, message and causes, each said
+/// once (the URL is in the error's prefix already). A TLS alert the registry sent is named as
+/// a refused TLS connection: under TLS 1.3 a server that wants a client certificate sends its
+/// alert after the handshake, so the client meets it only when it reads the status line.
+fn transport_text(t: &ureq::Transport) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut say = |text: &str| {
+        for part in text.split(": ").map(str::trim) {
+            if !part.is_empty() && !parts.iter().any(|p| p == part) {
+                parts.push(part.to_string());
+            }
+        }
+    };
+    say(&t.kind().to_string());
+    if let Some(message) = t.message() {
+        say(message);
+    }
+    let mut source = std::error::Error::source(t);
+    while let Some(cause) = source {
+        say(&cause.to_string());
+        source = cause.source();
+    }
+    let text = parts.join(": ");
+    let alert = [
+        "alert certificate required",
+        "alert bad certificate",
+        "alert handshake failure",
+        "alert unknown ca",
+        "alert certificate unknown",
+    ]
+    .iter()
+    .find(|a| text.contains(*a));
+    match alert {
+        Some(alert) => clean(&format!(
+            "the registry refused the TLS connection ({alert}; `cert` and `key` present a client certificate, `ca` the CA to trust): {text}"
+        )),
+        None => clean(&text),
     }
 }
 
