@@ -6,37 +6,13 @@
 
 use std::time::Instant;
 
+use crate::schemas::{avro_string, framed, id_of, ORDER_V1, ORDER_V2};
 use crate::support::tls::Ca;
 use crate::support::*;
-
-const ORDER_V1: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"}]}"#;
-const ORDER_V2: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"},{"name":"qty","type":"int","default":1}]}"#;
 
 /// The target alias: the flow's internal topics and ids are named by it, apart from other
 /// modules' flows towards broker `b`.
 const TARGET: &str = "tlsreg";
-
-/// A framed record: magic byte, schema id, then `payload`.
-fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = vec![0];
-    out.extend_from_slice(&id.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
-/// An Avro string (zig-zag varint length, then the bytes; short strings only).
-fn avro_string(s: &str) -> Vec<u8> {
-    assert!(s.len() < 64);
-    let mut out = vec![(s.len() as u8) << 1];
-    out.extend_from_slice(s.as_bytes());
-    out
-}
-
-/// The schema id of framed bytes.
-fn id_of(bytes: &[u8]) -> u32 {
-    assert_eq!(bytes[0], 0, "not framed: {bytes:?}");
-    u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]])
-}
 
 /// Everything a one-shot `refract` command printed.
 fn printed(out: &std::process::Output) -> String {
@@ -187,11 +163,13 @@ fn translation_to_a_registry_that_requires_a_client_certificate() {
     assert_no_key(&shown);
     assert_ne!(out.status.code(), Some(0), "{shown}");
     // TLS 1.3: the client's side of the handshake ends before the server checks the
-    // certificate, so the refusal is the server's alert at the first read.
+    // certificate, so the refusal is the server's alert at the first read — or, when the
+    // server has closed the connection by then, a failed write or an early end of the stream
+    // (measured: 1 run in 5). Either way the line points at the client certificate.
     let no = shown.lines().find(|l| {
         l.trim_start().starts_with("no")
             && l.contains(&format!("cluster {TARGET}'s schema registry {}", rb.url()))
-            && l.contains("refused the TLS connection (alert certificate required")
+            && l.contains("client certificate")
     });
     assert!(no.is_some(), "{shown}");
     assert!(!shown.contains("Network Error: Network Error"), "{shown}");

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::support::*;
 
-const ORDER_V1: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"}]}"#;
-const ORDER_V2: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"},{"name":"qty","type":"int","default":1}]}"#;
+pub(crate) const ORDER_V1: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"}]}"#;
+pub(crate) const ORDER_V2: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"},{"name":"qty","type":"int","default":1}]}"#;
 const ORDER_V3: &str = r#"{"type":"record","name":"Order","namespace":"acme","fields":[{"name":"id","type":"string"},{"name":"qty","type":"int","default":1},{"name":"note","type":"string","default":""}]}"#;
 const KEY: &str = r#""string""#;
 const MONEY_PROTO: &str = "syntax = \"proto3\";\npackage acme;\nmessage Money { string currency = 1; int64 units = 2; }\n";
@@ -41,7 +41,7 @@ fn registries() -> &'static (Registry, Registry) {
 }
 
 /// A framed record: magic byte, schema id, then `payload`.
-fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0];
     out.extend_from_slice(&id.to_be_bytes());
     out.extend_from_slice(payload);
@@ -49,7 +49,7 @@ fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// An Avro string (zig-zag varint length, then the bytes; short strings only).
-fn avro_string(s: &str) -> Vec<u8> {
+pub(crate) fn avro_string(s: &str) -> Vec<u8> {
     assert!(s.len() < 64);
     let mut out = vec![(s.len() as u8) << 1];
     out.extend_from_slice(s.as_bytes());
@@ -57,7 +57,7 @@ fn avro_string(s: &str) -> Vec<u8> {
 }
 
 /// The schema id of framed bytes.
-fn id_of(bytes: &[u8]) -> u32 {
+pub(crate) fn id_of(bytes: &[u8]) -> u32 {
     assert_eq!(bytes[0], 0, "not framed: {bytes:?}");
     u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]])
 }

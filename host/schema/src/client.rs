@@ -398,7 +398,12 @@ impl RegistryClient {
                 }
             }
             Err(ureq::Error::Transport(t)) => {
-                RegistryError::Unavailable(format!("{}: {}", prefix(), transport_text(&t)))
+                let unidentified = self.base.starts_with("https://") && self.config.cert.is_none();
+                RegistryError::Unavailable(format!(
+                    "{}: {}",
+                    prefix(),
+                    transport_text(&t, unidentified)
+                ))
             }
         };
         if let RegistryError::Unavailable(why) = &error {
@@ -412,8 +417,10 @@ impl RegistryClient {
 /// A request that got no answer, in words: the failure's kind, message and causes, each said
 /// once (the URL is in the error's prefix already). A TLS alert the registry sent is named as
 /// a refused TLS connection: under TLS 1.3 a server that wants a client certificate sends its
-/// alert after the handshake, so the client meets it only when it reads the status line.
-fn transport_text(t: &ureq::Transport) -> String {
+/// alert after the handshake, so the client meets it only when it reads the status line — or,
+/// when the server closed the connection first, as a write that fails or an early end of the
+/// stream, which gets a hint when `unidentified` (HTTPS without a client certificate).
+fn transport_text(t: &ureq::Transport, unidentified: bool) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut say = |text: &str| {
         for part in text.split(": ").map(str::trim) {
@@ -441,9 +448,16 @@ fn transport_text(t: &ureq::Transport) -> String {
     ]
     .iter()
     .find(|a| text.contains(*a));
+    let lower = text.to_lowercase();
+    let cut_off = ["eof", "reset", "broken pipe"]
+        .iter()
+        .any(|w| lower.contains(w));
     match alert {
         Some(alert) => clean(&format!(
             "the registry refused the TLS connection ({alert}; `cert` and `key` present a client certificate, `ca` the CA to trust): {text}"
+        )),
+        None if unidentified && cut_off => clean(&format!(
+            "{text} (the registry ended the TLS connection: if it requires a client certificate, `cert` and `key` present one)"
         )),
         None => clean(&text),
     }
