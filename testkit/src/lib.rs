@@ -23,12 +23,13 @@
 //! - pipeline files ([`pipeline`](mod@pipeline)) and the metrics endpoint ([`metrics`]);
 //! - golden files that `REFRACT_BLESS=1` rewrites ([`golden`]): generated references and
 //!   expositions;
-//! - [`Registry`] ([`registry`]): a real schema registry (Apicurio Registry, in memory, on the
-//!   Java 21+ `.ci/install-apicurio` finds) with its Confluent-compatible URL, kill and
-//!   restart, and the register and read calls the tests need; what its API does is written down
-//!   at the top of the module;
-//! - with the `tls` feature, test certificates and brokers with TLS and SASL listeners
-//!   ([`tls`]).
+//! - [`Registry`] ([`registry`]): a real schema registry (Apicurio Registry, its storage an H2
+//!   file in a temp folder, on the Java 21+ `.ci/install-apicurio` finds) with its
+//!   Confluent-compatible URL, kill, restart and wipe, and the register and read calls the tests
+//!   need; what its API does is written down at the top of the module;
+//! - with the `tls` feature, test certificates, brokers with TLS and SASL listeners, and a
+//!   registry reached over TLS that requires a client certificate (module `tls`,
+//!   `Registry::start_tls`).
 //!
 //! Functions that tests call panic on failure (a failed test); [`Broker::launch`] and
 //! [`Registry::launch`], for the benchmark, return errors instead.
