@@ -283,13 +283,7 @@ fn exception_in_own_words(lang: &str, kind: &str, change: (&str, &str), exceptio
         .collect();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].value.as_deref(), Some(b"boom".as_slice()));
-    let message = dead[0]
-        .headers
-        .iter()
-        .find(|(k, _)| k == "refract.error.message")
-        .and_then(|(_, v)| v.clone())
-        .map(|v| String::from_utf8_lossy(&v).into_owned())
-        .unwrap_or_default();
+    let message = dead[0].header_text("refract.error.message");
     assert!(message.contains(exception), "dead-letter header: {message}");
     assert!(refract.log().contains(exception), "{}", refract.log());
     let (_, status) = http(&refract.metrics_addr(), "GET", "/status");

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use crate::schemas::{avro_string, framed, id_of, ORDER_V1, ORDER_V2};
+use crate::schemas::{avro_string, framed, id_of, register_unrelated, ORDER_V1, ORDER_V2};
 use crate::support::tls::Ca;
 use crate::support::*;
 
@@ -39,17 +39,7 @@ fn translation_to_a_registry_that_requires_a_client_certificate() {
     assert!(rb.url().starts_with("https://127.0.0.1:"), "{}", rb.url());
     assert!(rb.url().ends_with("/apis/ccompat/v7"), "{}", rb.url());
     // Other schemas first on the target, so the same schema gets another id there.
-    for i in 0..5 {
-        rb.register(
-            &format!("unrelated-{i}"),
-            &format!(
-                "{{\"type\":\"fixed\",\"name\":\"F{i}\",\"size\":{}}}",
-                i + 1
-            ),
-            "AVRO",
-            &[],
-        );
-    }
+    register_unrelated(&rb, "F", 5);
 
     let (a, b) = (Broker::shared("a"), Broker::shared("b"));
     let topic = unique("tls-orders");

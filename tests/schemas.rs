@@ -25,19 +25,29 @@ fn registries() -> &'static (Registry, Registry) {
     SHARED.get_or_init(|| {
         let a = Registry::start();
         let b = Registry::start();
-        for i in 0..5 {
-            b.register(
-                &format!("unrelated-{i}"),
+        register_unrelated(&b, "F", 5);
+        (a, b)
+    })
+}
+
+/// Registers `n` schemas of no test's topic on `registry` (Avro fixed types named
+/// `<name>0`, `<name>1`, …), so the ids it gives later differ from another registry's; the
+/// last id.
+pub(crate) fn register_unrelated(registry: &Registry, name: &str, n: usize) -> u32 {
+    (0..n)
+        .map(|i| {
+            registry.register(
+                &format!("unrelated-{name}{i}"),
                 &format!(
-                    "{{\"type\":\"fixed\",\"name\":\"F{i}\",\"size\":{}}}",
+                    "{{\"type\":\"fixed\",\"name\":\"{name}{i}\",\"size\":{}}}",
                     i + 1
                 ),
                 "AVRO",
                 &[],
-            );
-        }
-        (a, b)
-    })
+            )
+        })
+        .last()
+        .unwrap_or(0)
 }
 
 /// A framed record: magic byte, schema id, then `payload`.
@@ -251,14 +261,7 @@ fn framed_keys_and_values_get_the_target_registry_ids() {
         dead.value, late[1].value,
         "a dead letter keeps the bytes it was read with"
     );
-    let header = |name: &str| {
-        dead.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| v.clone())
-            .map(|v| String::from_utf8_lossy(&v).into_owned())
-            .unwrap_or_default()
-    };
+    let header = |name: &str| dead.header_text(name);
     assert_eq!(header("refract.error.plugin"), "schema-translation");
     assert!(
         header("refract.error.message").contains("987654"),
@@ -378,13 +381,7 @@ fn json_schema_with_a_reference_and_a_schema_the_target_refuses() {
         dead.value, odd[0].value,
         "a dead letter keeps the bytes it was read with"
     );
-    let message = dead
-        .headers
-        .iter()
-        .find(|(k, _)| k == "refract.error.message")
-        .and_then(|(_, v)| v.clone())
-        .map(|v| String::from_utf8_lossy(&v).into_owned())
-        .unwrap_or_default();
+    let message = dead.header_text("refract.error.message");
     for named in [
         incompatible.to_string(),
         target_subject.clone(),

@@ -53,6 +53,16 @@ pub struct TestRecord {
 }
 
 impl TestRecord {
+    /// The first header named `name`, as lossy text; empty when there is none (or it is null).
+    pub fn header_text(&self, name: &str) -> String {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.as_deref())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default()
+    }
+
     /// A record as a consumer read it: key, value, every header and the timestamp. A header
     /// name that is not UTF-8 is kept lossily here (rdkafka's own header reader would panic);
     /// [`crate::c_api`] reads names as bytes.
