@@ -838,7 +838,11 @@ fn the_guide_walkthrough_works_as_written() {
             .join("../../docs/src/guides/schema-registries.md"),
     )
     .expect("read docs/src/guides/schema-registries.md");
-    let (primary, backup) = (Registry::start(), Registry::start());
+    let (primary, backup) = std::thread::scope(|s| {
+        let primary = s.spawn(Registry::start);
+        let backup = Registry::start();
+        (primary.join().expect("primary's registry"), backup)
+    });
     let (a, b) = (Broker::shared("a"), Broker::shared("b"));
     let topic = unique("orders");
     let local = |text: &str| {
