@@ -232,7 +232,7 @@ impl Registry {
     #[cfg(feature = "tls")]
     pub fn launch_tls(ca: &Ca, server: &Issued, client: &Issued) -> anyhow::Result<Self> {
         let ca = ca.ca_pem();
-        let kit = std::sync::Arc::new(https::KitTls::new(&ca, client)?);
+        let kit = std::sync::Arc::new(https::kit_tls(&ca, client)?);
         Self::launch_with(|port, dir| {
             let gate = https::Gate::start(&ca, server, port, dir.join("registry.log"))?;
             let listener = Listener::Https(https::Https {
@@ -627,6 +627,22 @@ mod https {
     /// connection: a peer that stops reading cannot hold the gate's drop forever.
     const STUCK: Duration = Duration::from_secs(30);
 
+    /// The kit's TLS client, as refract's registry client builds its own: trusts the CA,
+    /// presents `client`'s certificate (its key in PKCS#8).
+    pub(super) fn kit_tls(ca: &Path, client: &Issued) -> anyhow::Result<native_tls::TlsConnector> {
+        let what = || format!("the registry kit's TLS client ({})", client.cert.display());
+        let read = |path: &Path| {
+            std::fs::read(path).with_context(|| format!("{}: reading {}", what(), path.display()))
+        };
+        let identity = native_tls::Identity::from_pkcs8(&read(&client.cert)?, &read(&client.key)?)
+            .with_context(what)?;
+        native_tls::TlsConnector::builder()
+            .add_root_certificate(native_tls::Certificate::from_pem(&read(ca)?).with_context(what)?)
+            .identity(identity)
+            .build()
+            .with_context(what)
+    }
+
     /// A registry served over TLS: the gate clients reach, and Apicurio's own certificate.
     pub(super) struct Https {
         pub(super) gate: Gate,
@@ -844,65 +860,6 @@ mod https {
                 Ok(true)
             }
             Err(e) => Err(e),
-        }
-    }
-
-    /// The kit's TLS client: trusts the CA, presents the client certificate.
-    pub(super) struct KitTls(SslConnector);
-
-    impl KitTls {
-        pub(super) fn new(ca: &Path, client: &Issued) -> anyhow::Result<Self> {
-            let what = || format!("the registry kit's TLS client ({})", client.cert.display());
-            let mut b = SslConnector::builder(SslMethod::tls_client()).with_context(what)?;
-            b.set_ca_file(ca).with_context(what)?;
-            b.set_certificate_chain_file(&client.cert)
-                .with_context(what)?;
-            b.set_private_key_file(&client.key, SslFiletype::PEM)
-                .with_context(what)?;
-            b.check_private_key().with_context(what)?;
-            Ok(Self(b.build()))
-        }
-    }
-
-    impl ureq::TlsConnector for KitTls {
-        fn connect(
-            &self,
-            dns_name: &str,
-            io: Box<dyn ureq::ReadWrite>,
-        ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
-            let stream = self.0.connect(dns_name, io).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::ConnectionAborted,
-                    format!("TLS handshake with {dns_name}: {e}"),
-                )
-            })?;
-            Ok(Box::new(KitStream(stream)))
-        }
-    }
-
-    /// A TLS connection of the kit's client (ureq takes any stream that names its socket).
-    #[derive(Debug)]
-    struct KitStream(SslStream<Box<dyn ureq::ReadWrite>>);
-
-    impl ureq::ReadWrite for KitStream {
-        fn socket(&self) -> Option<&TcpStream> {
-            self.0.get_ref().socket()
-        }
-    }
-
-    impl Read for KitStream {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            self.0.read(buf)
-        }
-    }
-
-    impl Write for KitStream {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0.write(buf)
-        }
-
-        fn flush(&mut self) -> io::Result<()> {
-            self.0.flush()
         }
     }
 }
