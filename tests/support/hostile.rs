@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use super::Refract;
 
-/// The hostile Python filter (`plugins/testing/python/build.sh`): `attack = "sleep"` or
+/// The hostile Python filter (`plugins/testing/python/hostile.py`): `attack = "sleep"` or
 /// `"huge-raise"` on the record whose value is `on`. The first call in a test process compiles it
 /// into refract's compile cache (see [`compile_into_cache`]), so the tests time their calls and
 /// not a compile.
